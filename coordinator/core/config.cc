@@ -1,0 +1,34 @@
+#include "coordinator/core/config.h"
+
+namespace gleaner::core {
+
+Status CoreConfig::Validate() const {
+  if (!(heartbeat_interval_s > 0 && heartbeat_interval_s <= 3600)) {
+    return Status::Invalid("heartbeat interval must be in (0, 3600] seconds");
+  }
+  if (!(stall_after_s >= heartbeat_interval_s && stall_after_s <= 86400)) {
+    return Status::Invalid("stall-after must be at least the heartbeat interval and at most a day");
+  }
+  if (keep_checkpoints < 1 || keep_checkpoints > 100) {
+    return Status::Invalid("keep-checkpoints must be in [1, 100]");
+  }
+  if (default_max_failures < 1 || default_max_failures > 100) {
+    return Status::Invalid("max failures must be in [1, 100]");
+  }
+  if (autoscale_min < 0 || autoscale_max < autoscale_min || autoscale_max > 100000) {
+    return Status::Invalid("autoscaler bounds must satisfy 0 <= min <= max <= 100000");
+  }
+  if (blob_signing_key.size() < 16) {
+    return Status::Invalid("blob signing key must be at least 16 bytes");
+  }
+  if (public_url.rfind("http://", 0) != 0 && public_url.rfind("https://", 0) != 0) {
+    return Status::Invalid("public URL must start with http:// or https://");
+  }
+  if (s3.enabled() && (s3.bucket.empty() || s3.access_key_id.empty() ||
+                       s3.secret_access_key.empty())) {
+    return Status::Invalid("S3 needs a bucket and credentials when an endpoint is set");
+  }
+  return Status::Ok();
+}
+
+}  // namespace gleaner::core

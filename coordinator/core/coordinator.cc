@@ -1,0 +1,80 @@
+#include "coordinator/core/coordinator.h"
+
+#include "coordinator/core/migrations.h"
+#include "shared/sha256.h"
+
+namespace gleaner::core {
+
+Coordinator::Coordinator(CoreConfig config) : config_(std::move(config)) {}
+
+Plan Coordinator::MigrationPlan() const {
+  Batch probe;
+  probe.Add("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+            "name TEXT NOT NULL, applied_at INTEGER NOT NULL)");
+  probe.Add("SELECT version FROM schema_migrations ORDER BY version");
+  return Plan::Run(std::move(probe), [](BatchResult r) -> Plan {
+    if (!r.status.ok()) return Plan::Fail(r.status);
+    int applied = 0;
+    for (const auto& row : r.results[1].rows) {
+      if (row[0].AsInt() > applied) applied = int(row[0].AsInt());
+    }
+    Batch apply;
+    int count = 0;
+    for (const Migration& m : Migrations()) {
+      if (m.version <= applied) continue;
+      // The version row goes first: a concurrent migrator fails here and rolls back whole.
+      apply.Add("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, 0)",
+                {m.version, m.name});
+      for (std::string& stmt : SplitSqlStatements(m.sql)) apply.Add(std::move(stmt));
+      ++count;
+    }
+    if (count == 0) return Plan::Respond(HttpResponse::Json(200, {{"applied", 0}}));
+    return Plan::Run(std::move(apply), [count](BatchResult r2) -> Plan {
+      if (!r2.status.ok()) return Plan::Fail(r2.status);
+      return Plan::Respond(HttpResponse::Json(200, {{"applied", count}}));
+    });
+  });
+}
+
+Plan Coordinator::BootstrapOperatorPlan(const std::string& token, int64_t now_ms) const {
+  std::string hash = Sha256Hex(token);
+  Batch b;
+  b.Add("INSERT INTO api_keys (id, token_hash, role, name, created_at) VALUES (?, ?, 'operator', "
+        "'bootstrap', ?) ON CONFLICT (token_hash) DO NOTHING",
+        {"k_boot_" + hash.substr(0, 12), hash, now_ms});
+  return Plan::Run(std::move(b), [](BatchResult r) -> Plan {
+    if (!r.status.ok()) return Plan::Fail(r.status);
+    return Plan::Respond(HttpResponse::Json(200, {{"ok", true}}));
+  });
+}
+
+Plan Coordinator::Handle(const HttpRequest& request) const {
+  if (request.method == "GET" && request.path == "/healthz") {
+    return Plan::Respond(HttpResponse::Json(200, {{"ok", true}}));
+  }
+  return Plan::Fail(Status::NotFound("no route for " + request.method + " " + request.path));
+}
+
+Plan Coordinator::MaintenancePlan(int64_t) const {
+  return Plan::Respond(HttpResponse::Json(200, Json::object()));
+}
+
+Result<BlobGrant> Coordinator::AuthorizeBlob(const std::string&, const std::string&,
+                                             const std::string&, int64_t) const {
+  return Status(Code::kPermissionDenied, "blob URLs are not implemented yet");
+}
+
+Plan Coordinator::BlobStoredPlan(const std::string& key, int64_t size, const std::string& sha256,
+                                 int64_t now_ms) const {
+  Batch b;
+  b.Add("INSERT INTO blobs (key, size, sha256, created_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (key) DO UPDATE SET size = excluded.size, sha256 = excluded.sha256, "
+        "created_at = excluded.created_at",
+        {key, size, sha256, now_ms});
+  return Plan::Run(std::move(b), [](BatchResult r) -> Plan {
+    if (!r.status.ok()) return Plan::Fail(r.status);
+    return Plan::Respond(HttpResponse::NoContent());
+  });
+}
+
+}  // namespace gleaner::core

@@ -1,0 +1,65 @@
+// The coordinator's brain: sans-I/O, portable (native and wasm32), exception-free.
+//
+// A shell (native: httplib + SQLite; edge: Worker + D1 + R2) turns each HTTP request into an
+// HttpRequest, asks Handle() for a Plan, runs the Plan's SQL batches, and sends the response.
+// The core owns every decision: validation, auth, scheduling, leases and fencing, cost math,
+// autoscaler target, report shaping, blob URL minting and checking. It never opens a socket or
+// file, never reads the clock (now_ms comes in), never draws randomness (entropy comes in).
+//
+// Threading: a Coordinator is immutable after construction; Handle() and friends are const and
+// may be called concurrently from many threads. Plans are independent of each other.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "coordinator/core/config.h"
+#include "coordinator/core/http.h"
+#include "coordinator/core/plan.h"
+
+namespace gleaner::core {
+
+// What a signed blob URL allows (built-in blob store only; S3 URLs are checked by S3).
+struct BlobGrant {
+  std::string key;        // object key, e.g. "jobs/j_1/ckpt/e2/s000100"
+  std::string method;     // "PUT" or "GET"
+  int64_t max_size = 0;   // PUT: largest body accepted
+  std::string sha256;     // PUT: expected content hash when known in advance, else ""
+};
+
+class Coordinator {
+ public:
+  explicit Coordinator(CoreConfig config);
+
+  const CoreConfig& config() const { return config_; }
+
+  // Applies the numbered migrations not yet recorded in schema_migrations; idempotent and safe
+  // when two processes start at once (a losing racer's batch fails on the version's primary key;
+  // the shell simply runs MigrationPlan again).
+  Plan MigrationPlan() const;
+
+  // Ensures an operator key with this token exists (GLEANER_OPERATOR_TOKEN); idempotent.
+  Plan BootstrapOperatorPlan(const std::string& token, int64_t now_ms) const;
+
+  // Every /v1/* route, /healthz and /metrics. Blob transfer routes (/blobs/...) are streamed by
+  // the shell after AuthorizeBlob().
+  Plan Handle(const HttpRequest& request) const;
+
+  // One maintenance tick: reap stalled leases, quarantine bad nodes, autoscaler target.
+  // The final response body is a JSON summary of what was done.
+  Plan MaintenancePlan(int64_t now_ms) const;
+
+  // Checks a signed blob URL (path "/blobs/<key>", query with exp/sig/...) for the method.
+  Result<BlobGrant> AuthorizeBlob(const std::string& method, const std::string& path,
+                                  const std::string& query, int64_t now_ms) const;
+
+  // Records that the shell durably stored a blob (after fsync + rename); commits and downloads
+  // check against this record.
+  Plan BlobStoredPlan(const std::string& key, int64_t size, const std::string& sha256,
+                      int64_t now_ms) const;
+
+ private:
+  CoreConfig config_;
+};
+
+}  // namespace gleaner::core

@@ -1,0 +1,134 @@
+#include "coordinator/core/http.h"
+
+#include <cstdio>
+
+namespace gleaner::core {
+
+const std::string& HttpRequest::Header(const std::string& lower_name) const {
+  static const std::string kEmpty;
+  for (const auto& [name, value] : headers) {
+    if (name == lower_name) return value;
+  }
+  return kEmpty;
+}
+
+HttpResponse HttpResponse::Json(int status, const gleaner::Json& body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = DumpJson(body);
+  return r;
+}
+
+HttpResponse HttpResponse::NoContent() {
+  HttpResponse r;
+  r.status = 204;
+  r.content_type.clear();
+  return r;
+}
+
+HttpResponse HttpResponse::Error(const Status& st) {
+  gleaner::Json body = {{"error", {{"code", CodeName(st.code())}, {"message", st.message()}}}};
+  return Json(HttpStatusOf(st.code()), body);
+}
+
+QueryParams::QueryParams(const std::string& raw) {
+  size_t pos = 0;
+  while (pos <= raw.size()) {
+    size_t amp = raw.find('&', pos);
+    if (amp == std::string::npos) amp = raw.size();
+    std::string part = raw.substr(pos, amp - pos);
+    if (!part.empty()) {
+      size_t eq = part.find('=');
+      std::string k, v;
+      bool ok = UrlDecode(part.substr(0, eq), &k, true);
+      if (eq != std::string::npos) ok = ok && UrlDecode(part.substr(eq + 1), &v, true);
+      if (ok) params_.emplace_back(std::move(k), std::move(v));
+    }
+    pos = amp + 1;
+  }
+}
+
+bool QueryParams::Get(const std::string& name, std::string* out) const {
+  for (const auto& [k, v] : params_) {
+    if (k == name) {
+      *out = v;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string UrlEncode(const std::string& s) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) {
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '_' || c == '.' || c == '~') {
+      out.push_back(char(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+bool UrlDecode(const std::string& s, std::string* out, bool plus_is_space) {
+  out->clear();
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '%') {
+      auto hex = [](char h) -> int {
+        if (h >= '0' && h <= '9') return h - '0';
+        if (h >= 'a' && h <= 'f') return h - 'a' + 10;
+        if (h >= 'A' && h <= 'F') return h - 'A' + 10;
+        return -1;
+      };
+      if (i + 2 >= s.size()) return false;
+      int hi = hex(s[i + 1]), lo = hex(s[i + 2]);
+      if (hi < 0 || lo < 0) return false;
+      out->push_back(char((hi << 4) | lo));
+      i += 2;
+    } else if (c == '+' && plus_is_space) {
+      out->push_back(' ');
+    } else {
+      out->push_back(c);
+    }
+  }
+  return true;
+}
+
+std::string FormatTime(int64_t unix_ms) {
+  int64_t ms = unix_ms % 1000;
+  int64_t secs = unix_ms / 1000;
+  if (ms < 0) {
+    ms += 1000;
+    secs -= 1;
+  }
+  int64_t days = secs / 86400;
+  int64_t rem = secs % 86400;
+  if (rem < 0) {
+    rem += 86400;
+    days -= 1;
+  }
+  // Civil-from-days (Howard Hinnant's algorithm).
+  int64_t z = days + 719468;
+  int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  int64_t doe = z - era * 146097;
+  int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  int64_t y = yoe + era * 400;
+  int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  int64_t mp = (5 * doy + 2) / 153;
+  int64_t d = doy - (153 * mp + 2) / 5 + 1;
+  int64_t m = mp < 10 ? mp + 3 : mp - 9;
+  if (m <= 2) ++y;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%03lldZ",
+                (long long)y, (long long)m, (long long)d, (long long)(rem / 3600),
+                (long long)(rem % 3600 / 60), (long long)(rem % 60), (long long)ms);
+  return buf;
+}
+
+}  // namespace gleaner::core

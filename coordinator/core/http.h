@@ -1,0 +1,57 @@
+// HTTP request and response as the core sees them: plain values, no sockets.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "shared/json.h"
+#include "shared/status.h"
+
+namespace gleaner::core {
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string path;    // decoded path without query, e.g. "/v1/jobs/j_ab12"
+  std::string query;   // raw query string without '?', e.g. "state=pending&limit=10"
+  std::vector<std::pair<std::string, std::string>> headers;  // names lowercase
+  std::string body;
+  int64_t now_ms = 0;   // the shell's clock, Unix milliseconds
+  std::string entropy;  // >= 32 random bytes from the shell (ids, tokens, nonces)
+  std::string request_id;
+
+  // First header with this lowercase name, or "".
+  const std::string& Header(const std::string& lower_name) const;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  std::string content_type = "application/json";
+
+  static HttpResponse Json(int status, const gleaner::Json& body);
+  static HttpResponse NoContent();
+  // {"error":{"code","message"}} with the HTTP status of st.code().
+  static HttpResponse Error(const Status& st);
+};
+
+// Query string parameters (application/x-www-form-urlencoded decoding).
+class QueryParams {
+ public:
+  explicit QueryParams(const std::string& raw);
+  // Value of the first occurrence of name; false if absent.
+  bool Get(const std::string& name, std::string* out) const;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> params_;
+};
+
+std::string UrlEncode(const std::string& s);  // RFC 3986 unreserved kept, everything else %XX
+bool UrlDecode(const std::string& s, std::string* out, bool plus_is_space);
+
+// "2026-11-21T06:00:00.123Z" from Unix milliseconds.
+std::string FormatTime(int64_t unix_ms);
+
+}  // namespace gleaner::core

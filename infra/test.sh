@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Installs what is needed, builds, and runs every test. `.ci/run` calls exactly this.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bash "$root/infra/deps.sh"
+bash "$root/infra/build.sh"
+cd "$root/build"
+ctest --output-on-failure -j "${GLEANER_TEST_JOBS:-2}" --timeout 600

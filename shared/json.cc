@@ -1,0 +1,160 @@
+#include "shared/json.h"
+
+#include <cmath>
+
+namespace gleaner {
+
+namespace {
+// Nesting depth outside of strings; stops counting once over the limit.
+bool DepthWithin(std::string_view text, int max_depth) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return false;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return true;
+}
+}  // namespace
+
+Result<Json> ParseJson(std::string_view text, int max_depth) {
+  if (!DepthWithin(text, max_depth)) {
+    return Status::Invalid("JSON nested deeper than " + std::to_string(max_depth) + " levels");
+  }
+  Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Status::Invalid("body is not valid JSON");
+  return j;
+}
+
+std::string DumpJson(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+FieldReader::FieldReader(const Json& obj, std::string prefix)
+    : obj_(obj), prefix_(std::move(prefix)) {
+  if (!obj_.is_object()) {
+    status_ = Status::Invalid(prefix_.empty() ? std::string("body must be a JSON object")
+                                              : prefix_.substr(0, prefix_.size() - 1) +
+                                                    " must be a JSON object");
+  }
+}
+
+bool FieldReader::Fail(const std::string& message) {
+  if (status_.ok()) status_ = Status::Invalid(message);
+  return false;
+}
+
+bool FieldReader::Has(const char* key) const {
+  return obj_.is_object() && obj_.find(key) != obj_.end() && !obj_.find(key)->is_null();
+}
+
+const Json* FieldReader::Find(const char* key, bool required) {
+  if (!status_.ok()) return nullptr;
+  auto it = obj_.find(key);
+  if (it == obj_.end() || it->is_null()) {
+    if (required) Fail(prefix_ + key + " is required");
+    return nullptr;
+  }
+  return &*it;
+}
+
+bool FieldReader::String(const char* key, std::string* out, bool required, size_t max_len) {
+  const Json* v = Find(key, required);
+  if (v == nullptr) return status_.ok();
+  if (!v->is_string()) return Fail(prefix_ + key + " must be a string");
+  const std::string& s = v->get_ref<const std::string&>();
+  if (s.size() > max_len) {
+    return Fail(prefix_ + key + " is longer than " + std::to_string(max_len) + " bytes");
+  }
+  if (required && s.empty()) return Fail(prefix_ + key + " must not be empty");
+  *out = s;
+  return true;
+}
+
+bool FieldReader::Int(const char* key, int64_t* out, bool required, int64_t min, int64_t max) {
+  const Json* v = Find(key, required);
+  if (v == nullptr) return status_.ok();
+  std::string range = "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  int64_t value = 0;
+  if (v->is_number_unsigned()) {
+    uint64_t u = v->get<uint64_t>();
+    if (u > uint64_t(INT64_MAX)) return Fail(prefix_ + key + " must be an integer in " + range);
+    value = int64_t(u);
+  } else if (v->is_number_integer()) {
+    value = v->get<int64_t>();
+  } else if (v->is_number_float()) {
+    double d = v->get<double>();
+    if (!std::isfinite(d) || d != std::floor(d) || d < -9.0e18 || d > 9.0e18) {
+      return Fail(prefix_ + key + " must be an integer in " + range);
+    }
+    value = int64_t(d);
+  } else {
+    return Fail(prefix_ + key + " must be an integer in " + range);
+  }
+  if (value < min || value > max) return Fail(prefix_ + key + " must be an integer in " + range);
+  *out = value;
+  return true;
+}
+
+bool FieldReader::Number(const char* key, double* out, bool required, double min, double max) {
+  const Json* v = Find(key, required);
+  if (v == nullptr) return status_.ok();
+  if (!v->is_number()) return Fail(prefix_ + key + " must be a number");
+  double d = v->get<double>();
+  if (!std::isfinite(d) || d < min || d > max) {
+    return Fail(prefix_ + key + " must be a number in [" + Json(min).dump() + ", " +
+                Json(max).dump() + "]");
+  }
+  *out = d;
+  return true;
+}
+
+bool FieldReader::Bool(const char* key, bool* out, bool required) {
+  const Json* v = Find(key, required);
+  if (v == nullptr) return status_.ok();
+  if (!v->is_boolean()) return Fail(prefix_ + key + " must be true or false");
+  *out = v->get<bool>();
+  return true;
+}
+
+bool FieldReader::Object(const char* key, const Json** out, bool required) {
+  static const Json kEmpty = Json::object();
+  const Json* v = Find(key, required);
+  if (v == nullptr) {
+    *out = &kEmpty;
+    return status_.ok();
+  }
+  if (!v->is_object()) return Fail(prefix_ + key + " must be an object");
+  *out = v;
+  return true;
+}
+
+bool FieldReader::OnlyKeys(const char* const* allowed) {
+  if (!status_.ok()) return false;
+  for (auto it = obj_.begin(); it != obj_.end(); ++it) {
+    bool known = false;
+    for (const char* const* a = allowed; *a != nullptr; ++a) {
+      if (it.key() == *a) {
+        known = true;
+        break;
+      }
+    }
+    if (!known) return Fail(prefix_ + it.key() + " is not a known field");
+  }
+  return true;
+}
+
+}  // namespace gleaner
