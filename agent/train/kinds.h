@@ -1,0 +1,29 @@
+// Job kinds that gleaner-train can run, behind the contract in shared/trainer_protocol.h.
+// Each kind is one entry point; kinds that need libtorch are compiled only with
+// GLEANER_WITH_TORCH (and live entirely under agent/train/lora_sd/).
+#pragma once
+
+#include <string>
+
+#include "shared/json.h"
+
+namespace gleaner::train {
+
+struct RunArgs {
+  std::string spec_path;
+  std::string work_dir;
+  std::string resume_dir;  // "" = start from scratch
+  Json spec;               // parsed SPEC.json
+};
+
+// Returns a process exit code (kExitDone, kExitFailed, kExitInterrupted).
+int RunSynthetic(const RunArgs& args);
+
+#ifdef GLEANER_WITH_TORCH
+int RunLoraSd(const RunArgs& args);
+// `gleaner-train forward ...` and `gleaner-train make-dataset ...` (argv after the subcommand).
+int ForwardMain(int argc, char** argv);
+int MakeDatasetMain(int argc, char** argv);
+#endif
+
+}  // namespace gleaner::train

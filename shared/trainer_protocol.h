@@ -1,0 +1,79 @@
+// The contract between gleaner-agent (supervisor) and gleaner-train (trainer child process),
+// shared by every job kind. docs/agent.md describes it for humans; this is its code.
+//
+// Invocation:  gleaner-train run --spec SPEC.json --work-dir DIR [--resume CKPT_DIR]
+//   SPEC.json: {"job_id", "kind", "params": {...}, "inputs": {"<name>": "<local path>"},
+//               "steps": N}
+//   DIR/checkpoints/<step as %010d>/ : one directory per checkpoint; the trainer writes its files
+//     into "<dir>.tmp", fsyncs them, writes MANIFEST.json LAST, fsyncs, renames to the final name,
+//     fsyncs DIR/checkpoints. A directory without a valid manifest is not a checkpoint.
+//   DIR/output/ : result files, then output MANIFEST.json last (same format, step = steps).
+// Progress: one line per event on stdout (see ProgressEvent). stderr is free-form diagnostics;
+//   the agent keeps its last lines for failure reports.
+// Signals: SIGTERM or SIGINT = checkpoint at the next step boundary, then exit kExitInterrupted.
+//   The trainer asks for PR_SET_PDEATHSIG so it dies with the agent.
+// Exit codes below; any other code or a signal death is a crash.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shared/json.h"
+#include "shared/status.h"
+
+namespace gleaner {
+
+constexpr int kExitDone = 0;         // finished; DIR/output holds the result with its manifest
+constexpr int kExitFailed = 2;       // the job cannot succeed (bad input, NaN loss, fail_at_step)
+constexpr int kExitInterrupted = 3;  // stopped on a signal after writing a checkpoint
+constexpr int kExitUsage = 64;       // bad command line (a bug in the agent, not the job)
+
+constexpr const char* kManifestName = "MANIFEST.json";
+constexpr const char* kManifestFormat = "gleaner-checkpoint";
+constexpr int kManifestVersion = 1;
+
+// One progress line. Wire form (one line, space-separated key=value, no spaces in values):
+//   "gleaner progress step=120 steps=1000 loss=0.0123 samples_per_s=3.5"
+//   "gleaner checkpoint step=100 dir=/path/to/DIR/checkpoints/0000000100"
+//   "gleaner done step=1000"
+//   "gleaner error reason=<percent-encoded text>"
+struct ProgressEvent {
+  enum class Type { kProgress, kCheckpoint, kDone, kError };
+  Type type = Type::kProgress;
+  int64_t step = 0;
+  int64_t steps = 0;
+  double loss = 0;         // NaN when absent
+  bool has_loss = false;
+  double samples_per_s = 0;
+  std::string dir;         // kCheckpoint
+  std::string reason;      // kError, decoded
+};
+
+std::string FormatProgressEvent(const ProgressEvent& e);
+// Parses one line (without the newline). Lines not starting with "gleaner " are not events:
+// NotFound. Malformed events: InvalidArgument. Never crashes on any input.
+Result<ProgressEvent> ParseProgressEvent(const std::string& line);
+
+struct ManifestFile {
+  std::string name;  // plain file name inside the directory, no '/'
+  int64_t size = 0;
+  std::string sha256;
+};
+
+// MANIFEST.json: {"format":"gleaner-checkpoint","version":1,"kind","job_id","step",
+//                 "files":[{"name","size","sha256"}], "meta":{...}}
+struct CheckpointManifest {
+  std::string kind;
+  std::string job_id;
+  int64_t step = 0;
+  std::vector<ManifestFile> files;
+  Json meta = Json::object();
+};
+
+std::string ManifestToJson(const CheckpointManifest& m);
+// Strict: checks format, version, types, file names (no '/', no "..", unique, not the manifest),
+// sha256 syntax, sizes >= 0, at most 1024 files.
+Result<CheckpointManifest> ParseManifest(const std::string& text);
+
+}  // namespace gleaner
