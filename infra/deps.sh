@@ -5,6 +5,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates curl
   clang-14 lld-14 llvm-14 libclang-rt-14-dev
+  wasi-libc libc++-14-dev-wasm32 libc++abi-14-dev-wasm32 libclang-rt-14-dev-wasm32
   libcpp-httplib-dev libsqlitecpp-dev libsqlite3-dev sqlite3 libssl-dev openssl
   libcurl4-openssl-dev nlohmann-json3-dev catch2 libtorch-dev
   nodejs npm
