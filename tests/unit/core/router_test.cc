@@ -16,7 +16,6 @@ std::string Fill(std::string pattern) {
   };
   replace("{id}", "x_1");
   replace("{step}", "1");
-  replace("{action}", "quarantine");
   return pattern;
 }
 }  // namespace
