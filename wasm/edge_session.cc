@@ -37,7 +37,9 @@ std::string EdgeSession::Step(Plan plan) {
     return DumpJson(j);
   }
   int64_t handle = next_handle_++;
-  Json j = {{"done", false}, {"handle", handle}, {"batch", BatchToJson(plan.batch())}};
+  Json j = {{"done", false},
+            {"handle", handle},
+            {"batch", BatchToJson(InlineIntegerParams(plan.batch()))}};
   plans_.emplace(handle, std::move(plan));
   return DumpJson(j);
 }

@@ -4,8 +4,9 @@
 // Every operation returns one JSON text, a "step":
 //   {"done": false, "handle": N, "batch": <batch>}   run the batch, then Continue(N, result)
 //   {"done": true, "response": <response>, "blob_deletes": [key...]}
-// (shapes in wasm/wire_json.h). Bad input from the shell becomes a done step with a 500/400
-// error response, never a crash. A handle is valid until its plan finishes or is dropped.
+// (shapes in wasm/wire_json.h; batches have their integer parameters inlined for D1). Bad input
+// from the shell becomes a done step with a 500/400 error response, never a crash. A handle is
+// valid until its plan finishes or is dropped.
 //
 // Threading: single-threaded (one wasm instance); plans of interleaved requests coexist.
 #pragma once

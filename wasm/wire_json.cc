@@ -1,5 +1,6 @@
 #include "wasm/wire_json.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 
@@ -312,6 +313,72 @@ Json SqlValueToJson(const SqlValue& v) {
       return v.AsText();
   }
   return nullptr;
+}
+
+namespace {
+
+// Positions of plain '?' placeholders in sql, or false if it uses any other parameter form.
+bool PlaceholderPositions(const std::string& sql, std::vector<size_t>* out) {
+  const size_t n = sql.size();
+  for (size_t i = 0; i < n; ++i) {
+    char c = sql[i];
+    if (c == '\'' || c == '"' || c == '`' || c == '[') {
+      char close = c == '[' ? ']' : c;
+      size_t j = i + 1;
+      while (j < n) {
+        if (sql[j] == close) {
+          if (close != ']' && j + 1 < n && sql[j + 1] == close) {
+            j += 2;  // doubled quote inside the literal
+            continue;
+          }
+          break;
+        }
+        ++j;
+      }
+      i = j;
+    } else if (c == '-' && i + 1 < n && sql[i + 1] == '-') {
+      while (i < n && sql[i] != '\n') ++i;
+    } else if (c == '/' && i + 1 < n && sql[i + 1] == '*') {
+      size_t end = sql.find("*/", i + 2);
+      i = end == std::string::npos ? n : end + 1;
+    } else if (c == '?') {
+      if (i + 1 < n && sql[i + 1] >= '0' && sql[i + 1] <= '9') return false;
+      out->push_back(i);
+    } else if ((c == ':' || c == '@' || c == '$') && i + 1 < n &&
+               (std::isalnum(static_cast<unsigned char>(sql[i + 1])) || sql[i + 1] == '_')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Batch InlineIntegerParams(const Batch& b) {
+  Batch out;
+  for (const auto& s : b.statements) {
+    std::vector<size_t> at;
+    if (!PlaceholderPositions(s.sql, &at) || at.size() != s.params.size()) {
+      out.statements.push_back(s);
+      continue;
+    }
+    core::Statement t;
+    size_t from = 0;
+    for (size_t k = 0; k < at.size(); ++k) {
+      t.sql.append(s.sql, from, at[k] - from);
+      if (s.params[k].type() == SqlValue::Type::kInt) {
+        // Parenthesised so that "-5" never merges with a preceding '-' into a comment.
+        t.sql += "(" + std::to_string(s.params[k].AsInt()) + ")";
+      } else {
+        t.sql += '?';
+        t.params.push_back(s.params[k]);
+      }
+      from = at[k] + 1;
+    }
+    t.sql.append(s.sql, from, std::string::npos);
+    out.statements.push_back(std::move(t));
+  }
+  return out;
 }
 
 Json BatchToJson(const Batch& b) {

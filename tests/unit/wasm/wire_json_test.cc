@@ -151,3 +151,24 @@ TEST_CASE("config JSON fills CoreConfig and is validated", "[wire]") {
           Parse(R"({"blob_signing_key":"0123456789abcdef0123","heartbeat_interval_s":"x"})"))
           .ok());
 }
+
+TEST_CASE("integer parameters are inlined for D1, other values stay bound", "[wire]") {
+  Batch b;
+  b.Add("UPDATE jobs SET k = 'j' || ? , note = '?''?' WHERE id = ? AND e = ? -- ?\n AND f = ?",
+        {int64_t(7), "j_1", int64_t(-3), 0.5});
+  b.Add("SELECT /* ? */ \"a?\" FROM t WHERE x = ?1", {int64_t(1)});  // numbered: untouched
+  b.Add("SELECT ? AS big", {SqlValue(int64_t(INT64_MIN))});
+  b.Add("SELECT ?, ?", {int64_t(1)});  // count mismatch: untouched
+  Batch d1 = InlineIntegerParams(b);
+  REQUIRE(d1.statements.size() == 4);
+  CHECK(
+      d1.statements[0].sql ==
+      "UPDATE jobs SET k = 'j' || (7) , note = '?''?' WHERE id = ? AND e = (-3) -- ?\n AND f = ?");
+  REQUIRE(d1.statements[0].params.size() == 2);
+  CHECK(d1.statements[0].params[0].AsText() == "j_1");
+  CHECK(d1.statements[0].params[1].AsReal() == 0.5);
+  CHECK(d1.statements[1].sql == b.statements[1].sql);
+  CHECK(d1.statements[1].params.size() == 1);
+  CHECK(d1.statements[2].sql == "SELECT (-9223372036854775808) AS big");
+  CHECK(d1.statements[3].sql == "SELECT ?, ?");
+}
