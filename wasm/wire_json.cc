@@ -317,9 +317,16 @@ Json SqlValueToJson(const SqlValue& v) {
 
 namespace {
 
-// Positions of plain '?' placeholders in sql, or false if it uses any other parameter form.
-bool PlaceholderPositions(const std::string& sql, std::vector<size_t>* out) {
+struct Placeholder {
+  size_t at = 0;      // offset of '?'
+  size_t length = 0;  // '?' plus its digits
+  size_t index = 0;   // 1-based parameter index (SQLite rules: '?' = highest so far + 1)
+};
+
+// Placeholders of sql outside quotes and comments, or false if it uses named parameters.
+bool FindPlaceholders(const std::string& sql, std::vector<Placeholder>* out, size_t* count) {
   const size_t n = sql.size();
+  size_t highest = 0;
   for (size_t i = 0; i < n; ++i) {
     char c = sql[i];
     if (c == '\'' || c == '"' || c == '`' || c == '[') {
@@ -342,13 +349,26 @@ bool PlaceholderPositions(const std::string& sql, std::vector<size_t>* out) {
       size_t end = sql.find("*/", i + 2);
       i = end == std::string::npos ? n : end + 1;
     } else if (c == '?') {
-      if (i + 1 < n && sql[i + 1] >= '0' && sql[i + 1] <= '9') return false;
-      out->push_back(i);
+      Placeholder p;
+      p.at = i;
+      size_t j = i + 1;
+      size_t number = 0;
+      while (j < n && sql[j] >= '0' && sql[j] <= '9' && number < 100000) {
+        number = number * 10 + size_t(sql[j] - '0');
+        ++j;
+      }
+      p.length = j - i;
+      if (p.length > 1 && (number == 0 || number >= 100000)) return false;
+      p.index = p.length > 1 ? number : highest + 1;
+      if (p.index > highest) highest = p.index;
+      out->push_back(p);
+      i = j - 1;
     } else if ((c == ':' || c == '@' || c == '$') && i + 1 < n &&
                (std::isalnum(static_cast<unsigned char>(sql[i + 1])) || sql[i + 1] == '_')) {
       return false;
     }
   }
+  *count = highest;
   return true;
 }
 
@@ -357,23 +377,30 @@ bool PlaceholderPositions(const std::string& sql, std::vector<size_t>* out) {
 Batch InlineIntegerParams(const Batch& b) {
   Batch out;
   for (const auto& s : b.statements) {
-    std::vector<size_t> at;
-    if (!PlaceholderPositions(s.sql, &at) || at.size() != s.params.size()) {
+    std::vector<Placeholder> holders;
+    size_t count = 0;
+    if (!FindPlaceholders(s.sql, &holders, &count) || count != s.params.size()) {
       out.statements.push_back(s);
       continue;
     }
+    // Parameters that stay bound are renumbered ?1..?K in order of first use.
+    std::vector<size_t> renumbered(s.params.size() + 1, 0);
     core::Statement t;
     size_t from = 0;
-    for (size_t k = 0; k < at.size(); ++k) {
-      t.sql.append(s.sql, from, at[k] - from);
-      if (s.params[k].type() == SqlValue::Type::kInt) {
+    for (const Placeholder& p : holders) {
+      t.sql.append(s.sql, from, p.at - from);
+      const SqlValue& v = s.params[p.index - 1];
+      if (v.type() == SqlValue::Type::kInt) {
         // Parenthesised so that "-5" never merges with a preceding '-' into a comment.
-        t.sql += "(" + std::to_string(s.params[k].AsInt()) + ")";
+        t.sql += "(" + std::to_string(v.AsInt()) + ")";
       } else {
-        t.sql += '?';
-        t.params.push_back(s.params[k]);
+        if (renumbered[p.index] == 0) {
+          t.params.push_back(v);
+          renumbered[p.index] = t.params.size();
+        }
+        t.sql += "?" + std::to_string(renumbered[p.index]);
       }
-      from = at[k] + 1;
+      from = p.at + p.length;
     }
     t.sql.append(s.sql, from, std::string::npos);
     out.statements.push_back(std::move(t));

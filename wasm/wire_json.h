@@ -42,8 +42,9 @@ Json BatchToJson(const core::Batch& b);
 // D1 binds every JavaScript number as REAL (and refuses BigInt), so an integer parameter would
 // change meaning in SQL ('e' || ?, ? / 1000, typeof). For D1, integer parameters are written into
 // the SQL text as literals instead (exact for all of int64; integers cannot inject anything); the
-// other parameters stay bound. Only plain '?' placeholders are rewritten, outside quotes and
-// comments; a statement with numbered placeholders (?1, :name) is left as it is.
+// other parameters stay bound, renumbered ?1..?K. '?' and '?NNN' placeholders are rewritten
+// outside quotes and comments; a statement with named parameters (:name) or whose parameter
+// count does not match is left as it is.
 core::Batch InlineIntegerParams(const core::Batch& b);
 
 // A statement's rows or the batch's error, as the shell reports them. A malformed result is

@@ -161,12 +161,12 @@ function toResponse(r) {
   return new Response(body, { status: r.status, headers });
 }
 
-// Percent-decoded path; a malformed escape is left as is (the core answers 404 for it).
+// Percent-decoded path, or null for a malformed escape.
 function decodePath(pathname) {
   try {
     return decodeURIComponent(pathname);
   } catch {
-    return pathname;
+    return null;
   }
 }
 
@@ -265,12 +265,12 @@ function bodyField(bytes) {
   }
 }
 
-async function handleApi(core, env, ctx, request, url, config) {
+async function handleApi(core, env, ctx, request, url, path, config) {
   const limit = config.max_request_body ?? 1 << 20;
   const bytes = await readBody(request, limit);
   const req = {
-    method: request.method,
-    path: decodePath(url.pathname),
+    method: request.method === "HEAD" ? "GET" : request.method,
+    path,
     query: url.search.slice(1),
     headers: [...request.headers],
     now_ms: Date.now(),
@@ -289,8 +289,8 @@ async function putBlob(core, env, request, grant) {
   if (!Number.isSafeInteger(length) || length < 0) {
     return errorResponse(411, "length_required", "blob uploads need a Content-Length header");
   }
-  if (grant.max_size > 0 && length > grant.max_size) {
-    return errorResponse(413, "too_large", `blob is larger than ${grant.max_size} bytes`);
+  if (grant.max_size >= 0 && length > grant.max_size) {
+    return errorResponse(413, "too_large", `body exceeds the URL's limit of ${grant.max_size} bytes`);
   }
   const digest = new crypto.DigestStream("SHA-256");
   const sized = new FixedLengthStream(length);
@@ -306,7 +306,11 @@ async function putBlob(core, env, request, grant) {
   const sha256 = hex(await digest.digest);
   if (grant.sha256 && grant.sha256 !== sha256) {
     await env.BLOBS.delete(grant.key);
-    return errorResponse(400, "bad_request", "blob sha256 does not match the upload grant");
+    return errorResponse(
+      400,
+      "bad_request",
+      `sha256 mismatch: body hashes to ${sha256}, URL expects ${grant.sha256}`,
+    );
   }
   const done = await drive(
     core,
@@ -318,7 +322,7 @@ async function putBlob(core, env, request, grant) {
 
 async function getBlob(env, grant, method) {
   const object = method === "HEAD" ? await env.BLOBS.head(grant.key) : await env.BLOBS.get(grant.key);
-  if (!object) return errorResponse(404, "not_found", "no such blob");
+  if (!object) return errorResponse(404, "not_found", "no such object");
   const headers = new Headers({
     "content-type": "application/octet-stream",
     "content-length": String(object.size),
@@ -327,11 +331,14 @@ async function getBlob(env, grant, method) {
   return new Response(method === "HEAD" ? null : object.body, { status: 200, headers });
 }
 
-async function handleBlob(core, env, request, url) {
+async function handleBlob(core, env, request, url, path) {
   const method = request.method === "HEAD" ? "GET" : request.method;
+  if (method !== "PUT" && method !== "GET") {
+    return errorResponse(404, "not_found", "blobs support only PUT and GET");
+  }
   const auth = core.authorizeBlob({
     method,
-    path: decodePath(url.pathname),
+    path,
     query: url.search.slice(1),
     now_ms: Date.now(),
   });
@@ -351,8 +358,10 @@ export default {
       return errorResponse(503, "unavailable", `coordinator is starting: ${e?.message ?? e}`);
     }
     try {
-      if (url.pathname.startsWith("/blobs/")) return await handleBlob(core, env, request, url);
-      return await handleApi(core, env, ctx, request, url, coreConfig(env, url.origin));
+      const path = decodePath(url.pathname);
+      if (path === null) return errorResponse(400, "bad_request", "malformed percent-encoding in path");
+      if (path.startsWith("/blobs/")) return await handleBlob(core, env, request, url, path);
+      return await handleApi(core, env, ctx, request, url, path, coreConfig(env, url.origin));
     } catch (e) {
       console.error(`gleaner edge: ${e?.stack ?? e}`);
       return errorResponse(500, "internal", "the edge shell failed to run the request");
