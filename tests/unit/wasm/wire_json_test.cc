@@ -156,19 +156,25 @@ TEST_CASE("integer parameters are inlined for D1, other values stay bound", "[wi
   Batch b;
   b.Add("UPDATE jobs SET k = 'j' || ? , note = '?''?' WHERE id = ? AND e = ? -- ?\n AND f = ?",
         {int64_t(7), "j_1", int64_t(-3), 0.5});
-  b.Add("SELECT /* ? */ \"a?\" FROM t WHERE x = ?1", {int64_t(1)});  // numbered: untouched
+  b.Add("SELECT /* ? */ \"a?\" FROM t WHERE x = ?2 AND y = ?1 AND z = ?2 AND w = ?",
+        {int64_t(1), "s", 2.5});
   b.Add("SELECT ? AS big", {SqlValue(int64_t(INT64_MIN))});
-  b.Add("SELECT ?, ?", {int64_t(1)});  // count mismatch: untouched
+  b.Add("SELECT ?, ?", {int64_t(1)});   // count mismatch: untouched
+  b.Add("SELECT :name", {int64_t(1)});  // named: untouched
   Batch d1 = InlineIntegerParams(b);
-  REQUIRE(d1.statements.size() == 4);
-  CHECK(
-      d1.statements[0].sql ==
-      "UPDATE jobs SET k = 'j' || (7) , note = '?''?' WHERE id = ? AND e = (-3) -- ?\n AND f = ?");
+  REQUIRE(d1.statements.size() == 5);
+  CHECK(d1.statements[0].sql ==
+        "UPDATE jobs SET k = 'j' || (7) , note = '?''?' WHERE id = ?1 AND e = (-3) -- ?\n AND f = "
+        "?2");
   REQUIRE(d1.statements[0].params.size() == 2);
   CHECK(d1.statements[0].params[0].AsText() == "j_1");
   CHECK(d1.statements[0].params[1].AsReal() == 0.5);
-  CHECK(d1.statements[1].sql == b.statements[1].sql);
-  CHECK(d1.statements[1].params.size() == 1);
+  CHECK(d1.statements[1].sql ==
+        "SELECT /* ? */ \"a?\" FROM t WHERE x = ?1 AND y = (1) AND z = ?1 AND w = ?2");
+  REQUIRE(d1.statements[1].params.size() == 2);
+  CHECK(d1.statements[1].params[0].AsText() == "s");
+  CHECK(d1.statements[1].params[1].AsReal() == 2.5);
   CHECK(d1.statements[2].sql == "SELECT (-9223372036854775808) AS big");
   CHECK(d1.statements[3].sql == "SELECT ?, ?");
+  CHECK(d1.statements[4].sql == "SELECT :name");
 }
