@@ -23,7 +23,7 @@ async function waitFor(predicate, timeoutMs, what) {
 }
 
 // Returns {base, operatorToken, stop()} once /healthz answers 200.
-export async function startTarget(kind, { bin } = {}) {
+export async function startTarget(kind, { bin, timing = TIMING } = {}) {
   const dir = mkdtempSync(join(tmpdir(), `gleaner-conf-${kind}-`));
   const portFile = join(dir, "port");
   const operatorToken = `op_${randomBytes(16).toString("hex")}`;
@@ -36,17 +36,17 @@ export async function startTarget(kind, { bin } = {}) {
     args = [
       "serve", "--db", join(dir, "gleaner.db"), "--data-dir", join(dir, "data"),
       "--listen", "127.0.0.1:0", "--port-file", portFile,
-      "--heartbeat-interval", String(TIMING.heartbeat_interval_s),
-      "--stall-after", String(TIMING.stall_after_s), "--maintenance-period", "3600",
+      "--heartbeat-interval", String(timing.heartbeat_interval_s),
+      "--stall-after", String(timing.stall_after_s), "--maintenance-period", "3600",
       "--log-level", "error",
     ];
   } else if (kind === "edge") {
     command = process.execPath;
     args = [
       join(repo, "wasm", "serve.mjs"), "--port", "0", "--port-file", portFile,
-      "--persist", join(dir, "edge"),
-      "--heartbeat-interval", String(TIMING.heartbeat_interval_s),
-      "--stall-after", String(TIMING.stall_after_s),
+      ...(process.env.GLEANER_EDGE_MEMORY ? [] : ["--persist", join(dir, "edge")]),
+      "--heartbeat-interval", String(timing.heartbeat_interval_s),
+      "--stall-after", String(timing.stall_after_s),
     ];
   } else {
     throw new Error(`unknown target ${kind} (native or edge)`);
