@@ -77,6 +77,8 @@ try {
   const claimS = (performance.now() - t0) / 1000;
   const claimed = leases.reduce((n, l) => n + l.length, 0);
   if (claimed !== jobs) throw new Error(`claimed ${claimed} of ${jobs} jobs`);
+  const distinct = new Set(leases.flat().map((l) => l.id));
+  if (distinct.size !== jobs) throw new Error(`${jobs - distinct.size} jobs were claimed twice`);
 
   // Heartbeats: each client heartbeats its leases round-robin for `seconds`.
   let beats = 0;
