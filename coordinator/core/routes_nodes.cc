@@ -91,10 +91,8 @@ Plan HandleListNodes(CtxPtr ctx) {
 // lease (it may finish) but gets no new work. Restoring resets the failure window: failures
 // before the restore no longer count towards automatic quarantine.
 Plan HandleSetNodeState(CtxPtr ctx) {
-  const std::string& action = ctx->args[1];
-  if (action != "quarantine" && action != "restore") {
-    return Plan::Fail(Status::NotFound("no route for POST " + ctx->req.path));
-  }
+  const std::string& path = ctx->req.path;
+  const std::string action = path.substr(path.rfind('/') + 1);
   FieldReader r(ctx->body);
   std::string reason = action == "quarantine" ? "quarantined by an operator" : "";
   r.String("reason", &reason, false, 1000);
