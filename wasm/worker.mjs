@@ -320,15 +320,46 @@ async function putBlob(core, env, request, grant) {
   return toResponse(done.response);
 }
 
-async function getBlob(env, grant, method) {
-  const object = method === "HEAD" ? await env.BLOBS.head(grant.key) : await env.BLOBS.get(grant.key);
+// One byte range of an object of `size` bytes ("bytes=a-b", "bytes=a-", "bytes=-n"), or null.
+function parseRange(header, size) {
+  const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
+  if (!m || size <= 0 || (m[1] === "" && m[2] === "")) return null;
+  if (m[1] === "") {
+    const n = Number(m[2]);
+    if (n <= 0) return null;
+    return { offset: Math.max(0, size - n), length: Math.min(n, size) };
+  }
+  const first = Number(m[1]);
+  const last = m[2] === "" ? size - 1 : Math.min(Number(m[2]), size - 1);
+  if (first >= size || last < first) return null;
+  return { offset: first, length: last - first + 1 };
+}
+
+async function getBlob(env, grant, request) {
+  const head = request.method === "HEAD";
+  const rangeHeader = request.headers.get("range");
+  let range = null;
+  if (rangeHeader) {
+    const meta = await env.BLOBS.head(grant.key);
+    if (!meta) return errorResponse(404, "not_found", "no such object");
+    range = parseRange(rangeHeader, meta.size);
+    if (!range) {
+      const r = errorResponse(416, "bad_request", "range not satisfiable (one range within the object)");
+      r.headers.set("content-range", `bytes */${meta.size}`);
+      return r;
+    }
+  }
+  const object = head
+    ? await env.BLOBS.head(grant.key)
+    : await env.BLOBS.get(grant.key, range ? { range } : undefined);
   if (!object) return errorResponse(404, "not_found", "no such object");
-  const headers = new Headers({
-    "content-type": "application/octet-stream",
-    "content-length": String(object.size),
-    etag: object.httpEtag,
-  });
-  return new Response(method === "HEAD" ? null : object.body, { status: 200, headers });
+  const headers = new Headers({ "content-type": "application/octet-stream", etag: object.httpEtag });
+  headers.set("content-length", String(range ? range.length : object.size));
+  if (range) {
+    const end = range.offset + range.length - 1;
+    headers.set("content-range", `bytes ${range.offset}-${end}/${object.size}`);
+  }
+  return new Response(head ? null : object.body, { status: range ? 206 : 200, headers });
 }
 
 async function handleBlob(core, env, request, url, path) {
@@ -344,7 +375,7 @@ async function handleBlob(core, env, request, url, path) {
   });
   if (!auth.ok) return toResponse(auth.response);
   if (method === "PUT") return putBlob(core, env, request, auth.grant);
-  return getBlob(env, auth.grant, request.method);
+  return getBlob(env, auth.grant, request);
 }
 
 export default {

@@ -371,6 +371,16 @@ test("complete: outputs uploaded, result URLs download the same bytes, later wri
     const dl = await fetch(res.outputs[0].url);
     assert.equal(dl.status, 200);
     assert.equal(sha256(Buffer.from(await dl.arrayBuffer())), sha256(bytes));
+    // Resumable downloads: one byte range, 206; a range past the end is 416.
+    const part = await fetch(res.outputs[0].url, { headers: { range: "bytes=10-19" } });
+    assert.equal(part.status, 206);
+    assert.deepEqual(Buffer.from(await part.arrayBuffer()), bytes.subarray(10, 20));
+    const tail = await fetch(res.outputs[0].url, { headers: { range: "bytes=-5" } });
+    assert.equal(tail.status, 206);
+    assert.deepEqual(Buffer.from(await tail.arrayBuffer()), bytes.subarray(bytes.length - 5));
+    const past = await fetch(res.outputs[0].url, { headers: { range: "bytes=999999-" } });
+    assert.equal(past.status, 416);
+    await past.arrayBuffer();
     const got = expectOk(await call("GET", `/v1/jobs/${job.id}`, { token: await dev.token() }));
     assert.equal(got.state, "completed");
     expectError(await call("POST", `/v1/jobs/${job.id}/heartbeat`, { token: node.token, body: { epoch: lease.epoch, step: 5 } }), 409);
