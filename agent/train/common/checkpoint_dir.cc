@@ -36,6 +36,9 @@ Result<CheckpointWriter> CheckpointWriter::Begin(const std::string& final_dir) {
 
 Status CheckpointWriter::AddFile(const std::string& name, std::string_view bytes) {
   if (!PlainName(name)) return Status::Invalid("checkpoint file name '" + name + "' not allowed");
+  for (const ManifestFile& f : manifest_.files) {
+    if (f.name == name) return Status::Invalid("checkpoint file " + name + " added twice");
+  }
   GLEANER_RETURN_IF_ERROR(files::WriteSynced(files::Join(tmp_dir_, name), bytes));
   return AddWrittenFile(name);
 }
