@@ -1,8 +1,7 @@
 #include "coordinator/native/sqlite_executor.h"
 
-#include <sqlite3.h>
-
 #include <SQLiteCpp/SQLiteCpp.h>
+#include <sqlite3.h>
 
 #include <unordered_map>
 
@@ -63,21 +62,33 @@ void Bind(SQLite::Statement& stmt, const std::vector<core::SqlValue>& params) {
     int idx = int(i) + 1;
     const core::SqlValue& v = params[i];
     switch (v.type()) {
-      case core::SqlValue::Type::kNull: stmt.bind(idx); break;
-      case core::SqlValue::Type::kInt: stmt.bind(idx, static_cast<int64_t>(v.AsInt())); break;
-      case core::SqlValue::Type::kReal: stmt.bind(idx, v.AsReal()); break;
-      case core::SqlValue::Type::kText: stmt.bind(idx, v.AsText()); break;
+      case core::SqlValue::Type::kNull:
+        stmt.bind(idx);
+        break;
+      case core::SqlValue::Type::kInt:
+        stmt.bind(idx, static_cast<int64_t>(v.AsInt()));
+        break;
+      case core::SqlValue::Type::kReal:
+        stmt.bind(idx, v.AsReal());
+        break;
+      case core::SqlValue::Type::kText:
+        stmt.bind(idx, v.AsText());
+        break;
     }
   }
 }
 
 core::SqlValue ColumnValue(const SQLite::Column& c) {
   switch (c.getType()) {
-    case SQLITE_INTEGER: return core::SqlValue(static_cast<int64_t>(c.getInt64()));
-    case SQLITE_FLOAT: return core::SqlValue(c.getDouble());
+    case SQLITE_INTEGER:
+      return core::SqlValue(static_cast<int64_t>(c.getInt64()));
+    case SQLITE_FLOAT:
+      return core::SqlValue(c.getDouble());
     case SQLITE_TEXT:
-    case SQLITE_BLOB: return core::SqlValue(c.getString());
-    default: return core::SqlValue();
+    case SQLITE_BLOB:
+      return core::SqlValue(c.getString());
+    default:
+      return core::SqlValue();
   }
 }
 
