@@ -6,15 +6,19 @@ namespace gleaner::agent {
 
 Status StatusFromHttp(int status, const std::string& body) {
   if (status >= 200 && status < 300) return Status::Ok();
-  std::string message = "HTTP " + std::to_string(status);
+  std::string message = "HTTP " + std::to_string(status), code;
   Result<Json> j = ParseJson(body);
   if (j.ok() && j->is_object()) {
     auto e = j->find("error");
     if (e != j->end() && e->is_object()) {
+      auto c = e->find("code");
+      if (c != e->end() && c->is_string()) code = c->get<std::string>();
       auto m = e->find("message");
       if (m != e->end() && m->is_string()) message += ": " + m->get<std::string>();
     }
   }
+  // A checkpoint older than the committed one is refused with 409 but the lease is still ours.
+  if (status == 409 && code == "stale_checkpoint") return Status::Invalid(message);
   if (status == 409) return Status::Conflict(message);
   if (status == 401) return Status(Code::kUnauthenticated, message);
   if (status == 403) return Status(Code::kPermissionDenied, message);
