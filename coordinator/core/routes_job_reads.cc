@@ -126,7 +126,7 @@ Plan HandleJobEvents(CtxPtr ctx) {
             " AS cost_usd FROM segments s WHERE s.job_id = ? AND " + owned +
             " ORDER BY s.epoch",
         Cat({id}, op));
-  b.Add("SELECT node_id, reason, at FROM job_bans WHERE job_id = ? AND " + owned + " ORDER BY at",
+  b.Add("SELECT node_id, reason, at FROM job_bans WHERE job_id = ? AND " + owned + " ORDER BY at, rowid",
         Cat({id}, op));
   b.Add("SELECT step, epoch, sha256, size, committed_at FROM checkpoints WHERE job_id = ? AND " +
             owned + " ORDER BY step",

@@ -126,13 +126,6 @@ int Serve(const std::vector<std::string>& args) {
     }
   });
 
-  if (!opts.port_file.empty()) {
-    st = WriteFileAtomic(fs, opts.port_file, std::to_string(*port) + "\n", 0644);
-    if (!st.ok()) {
-      LogError("cannot write port file", {{"error", st.ToString()}});
-      kill(getpid(), SIGTERM);
-    }
-  }
   double startup_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   LogInfo("listening", {{"host", opts.listen_host},
@@ -146,6 +139,14 @@ int Serve(const std::vector<std::string>& args) {
                         {"maintenance_period_s", opts.maintenance_period_s},
                         {"s3", opts.core.s3.enabled()},
                         {"startup_ms", startup_ms}});
+
+  if (!opts.port_file.empty()) {
+    st = WriteFileAtomic(fs, opts.port_file, std::to_string(*port) + "\n", 0644);
+    if (!st.ok()) {
+      LogError("cannot write port file", {{"error", st.ToString()}});
+      kill(getpid(), SIGTERM);
+    }
+  }
 
   Status served = server.Serve(&coordinator, &runner, &blobs, &DefaultClock());
   maintenance.Stop();
