@@ -93,6 +93,9 @@ class Run {
   std::string error_reason_;
   ChildProcess* child_ = nullptr;
   std::atomic<bool> lost_{false}, canceled_{false};
+  // Set before the final complete/fail/release call: a 409 from a heartbeat racing it is the
+  // coordinator having accepted that call, not a lost lease.
+  std::atomic<bool> finishing_{false};
   StopToken hb_stop_;
   std::unique_ptr<CheckpointUploader> uploader_;
 };
@@ -114,6 +117,7 @@ void Run::HeartbeatLoop() {
       has_loss = has_loss_;
     }
     Result<HeartbeatReply> r = api_->Heartbeat(job_.job_id, job_.epoch, step_, loss, has_loss);
+    if (finishing_) return;
     if (!r.ok()) {
       if (r.status().code() == Code::kConflict) {
         Log("job %s: heartbeat refused (%s): lease lost, stopping the trainer", job_.job_id.c_str(),
@@ -234,6 +238,7 @@ JobOutcome Run::Release(const std::string& reason) {
     Log("job %s: checkpoint upload not finished before the deadline", job_.job_id.c_str());
   }
   if (uploader_ && uploader_->lease_lost()) return Lost();
+  finishing_ = true;
   Status s = Retry(
       "release", [&] { return api_->Release(job_.job_id, job_.epoch, reason); },
       [this] { return GiveUp(); }, nullptr, 1.0);
@@ -254,6 +259,7 @@ JobOutcome Run::ReportFailure(const std::string& reason) {
   // Checkpoints already written help the next node: give them a moment.
   if (uploader_) uploader_->Drain(std::min(10.0, std::max(0.1, SecondsLeft(sd_) - 1.0)));
   if (uploader_) uploader_->Abort();
+  finishing_ = true;
   Status s = Retry(
       "fail", [&] { return api_->Fail(job_.job_id, job_.epoch, reason.substr(0, 4000)); },
       [this] { return GiveUp(); }, &sd_->stop);
@@ -293,6 +299,7 @@ JobOutcome Run::Complete() {
     }
     outputs.push_back(OutputFile{f.name, f.sha256, f.size});
   }
+  finishing_ = true;
   Status s = Retry(
       "complete", [&] { return api_->Complete(job_.job_id, job_.epoch, outputs); },
       [this] { return GiveUp(); }, nullptr);

@@ -34,6 +34,9 @@ Result<Params> ReadParams(const Json& j) {
   r.Int("fail_at_step", &p.fail_at_step, false, 0, 10000000);
   r.Int("crash_at_step", &p.crash_at_step, false, 0, 10000000);
   if (!r.ok()) return r.status();
+  // Test hook: a node whose trainers fail (a "bad GPU"), so tests can watch a job move on.
+  const char* env = std::getenv("GLEANER_SYNTHETIC_FAIL_AT_STEP");
+  if (env != nullptr && *env != '\0') p.fail_at_step = std::atoll(env);
   return p;
 }
 

@@ -3,7 +3,8 @@
 // Checkpoint: state.json {"seed", "step", "state": hex s_k}. Output: chain.txt = hex(s_steps)+"\n".
 // Params: steps (required), step_ms (0), checkpoint_every (0 = only when stopped), seed (0),
 // fail_at_step / crash_at_step (tests: exit kExitFailed / abort() when about to train that step).
-// RunSynthetic itself is declared in agent/train/kinds.h.
+// Test hook: the environment variable GLEANER_SYNTHETIC_FAIL_AT_STEP overrides fail_at_step
+// (a node whose trainers always fail). RunSynthetic itself is declared in agent/train/kinds.h.
 #pragma once
 
 #include <cstdint>
