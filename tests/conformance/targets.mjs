@@ -10,7 +10,8 @@ import { fileURLToPath } from "node:url";
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
-export const TIMING = { heartbeat_interval_s: 0.5, stall_after_s: 1 };
+// Leases must outlive the longest test sequence on a loaded CI machine; the stall test waits one.
+export const TIMING = { heartbeat_interval_s: 1, stall_after_s: 3 };
 
 async function waitFor(predicate, timeoutMs, what) {
   const deadline = Date.now() + timeoutMs;
@@ -23,7 +24,7 @@ async function waitFor(predicate, timeoutMs, what) {
 }
 
 // Returns {base, operatorToken, stop()} once /healthz answers 200.
-export async function startTarget(kind, { bin, timing = TIMING } = {}) {
+export async function startTarget(kind, { bin, timing = TIMING, extraArgs = [] } = {}) {
   const dir = mkdtempSync(join(tmpdir(), `gleaner-conf-${kind}-`));
   const portFile = join(dir, "port");
   const operatorToken = `op_${randomBytes(16).toString("hex")}`;
@@ -51,6 +52,7 @@ export async function startTarget(kind, { bin, timing = TIMING } = {}) {
   } else {
     throw new Error(`unknown target ${kind} (native or edge)`);
   }
+  args.push(...extraArgs);
   const child = spawn(command, args, { env, stdio: ["ignore", "ignore", "pipe"] });
   let stderr = "";
   child.stderr.on("data", (d) => {
