@@ -21,6 +21,7 @@ std::string DoneWith(const Status& st) {
 }  // namespace
 
 std::string EdgeSession::Init(const std::string& config_json) {
+  if (!plans_.empty()) return "cannot reconfigure while plans are open";
   Result<Json> j = ParseJson(config_json);
   if (!j.ok()) return "config: " + j.status().message();
   Result<core::CoreConfig> config = ConfigFromJson(*j);

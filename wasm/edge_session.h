@@ -23,7 +23,8 @@ namespace gleaner::edge {
 class EdgeSession {
  public:
   // Builds the Coordinator from a config JSON text (wire_json.h). Returns "" on success, else a
-  // one-line error. May be called again to replace the configuration.
+  // one-line error. May be called again to replace the configuration, but only while no plan
+  // is open (their continuations point into the current Coordinator).
   std::string Init(const std::string& config_json);
   bool ready() const { return coordinator_ != nullptr; }
 

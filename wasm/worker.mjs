@@ -401,8 +401,13 @@ export default {
 
   // Cron trigger: one maintenance tick (reap stalls, quarantine, autoscaler target).
   async scheduled(controller, env, ctx) {
-    const origin = env.GLEANER_PUBLIC_URL || "http://localhost";
-    const core = await getCore(env, origin);
+    // Without GLEANER_PUBLIC_URL the blob URL base is the first request's origin, so a cron
+    // tick that starts an isolate must not fix it: it gets a core of its own (maintenance
+    // mints no URLs).
+    const core =
+      env.GLEANER_PUBLIC_URL || ready
+        ? await getCore(env, env.GLEANER_PUBLIC_URL)
+        : await setup(env, "http://localhost");
     const done = await drive(core, env.DB, core.start({ op: "maintenance", now_ms: Date.now() }));
     deleteBlobs(env, ctx, done.blob_deletes);
     if (done.response.status >= 300) throw new Error(`maintenance: ${done.response.body}`);

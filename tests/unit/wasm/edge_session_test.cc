@@ -128,7 +128,9 @@ TEST_CASE("bad ops, handles and results answer errors and leak no plans", "[sess
 
   step = Parse(s.Start(R"({"op":"migrate"})"));
   CHECK(s.open_plans() == 1);
+  CHECK_FALSE(s.Init(kConfig).empty());  // no reconfiguration under an open plan
   s.Drop(step["handle"].get<int64_t>());
+  CHECK(s.Init(kConfig).empty());
   CHECK(s.open_plans() == 0);
 
   Json auth = Parse(s.AuthorizeBlob(R"({"method":"GET","path":"/blobs/x","query":"","now_ms":1})"));
