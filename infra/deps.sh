@@ -2,6 +2,7 @@
 # Installs everything Gleaner needs to build, run and test on Debian 12 (run as root).
 # Idempotent: skips apt when every package is already installed.
 set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates curl
   clang-14 lld-14 llvm-14 libclang-rt-14-dev
@@ -12,6 +13,11 @@ packages=(
 )
 missing=()
 for p in "${packages[@]}"; do
+  # A Node.js from elsewhere (e.g. NodeSource, which bundles npm) satisfies nodejs and npm.
+  if { [ "$p" = nodejs ] && command -v node >/dev/null; } ||
+     { [ "$p" = npm ] && command -v npm >/dev/null; }; then
+    continue
+  fi
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -19,4 +25,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# The edge Worker's local runtime (Miniflare + workerd), pinned by wasm/package-lock.json.
+# npm ci reinstalls when the installed Miniflare is not the pinned one.
+want=$(sed -n 's/.*"miniflare": "\(.*\)".*/\1/p' "$root/wasm/package.json")
+have=$(sed -n 's/^  "version": "\(.*\)".*/\1/p' "$root/wasm/node_modules/miniflare/package.json" 2>/dev/null || true)
+if [ "$want" != "$have" ]; then
+  echo "deps: npm ci in wasm/ (miniflare $want)"
+  (cd "$root/wasm" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 fi

@@ -85,7 +85,8 @@ struct HttpServer::Impl {
   void HandleBlobPut(const httplib::Request& req, httplib::Response& res,
                      const httplib::ContentReader* reader, const std::string& path,
                      const std::string& query);
-  void HandleBlobGet(httplib::Response& res, const std::string& path, const std::string& query);
+  void HandleBlobGet(const httplib::Request& req, httplib::Response& res, const std::string& path,
+                     const std::string& query);
   void Install();
 };
 
@@ -99,7 +100,7 @@ void HttpServer::Impl::Dispatch(const httplib::Request& req, httplib::Response& 
     }
     if (path.rfind("/blobs/", 0) == 0) {
       if (req.method == "PUT") return HandleBlobPut(req, res, reader, path, query);
-      if (req.method == "GET" || req.method == "HEAD") return HandleBlobGet(res, path, query);
+      if (req.method == "GET" || req.method == "HEAD") return HandleBlobGet(req, res, path, query);
       CloseAfter(res);
       return SendError(Status(Code::kNotFound, "blobs support only PUT and GET"), res);
     }
@@ -215,14 +216,31 @@ void HttpServer::Impl::HandleBlobPut(const httplib::Request& req, httplib::Respo
   SendResponse(plan.response(), res);
 }
 
-void HttpServer::Impl::HandleBlobGet(httplib::Response& res, const std::string& path,
-                                     const std::string& query) {
+void HttpServer::Impl::HandleBlobGet(const httplib::Request& req, httplib::Response& res,
+                                     const std::string& path, const std::string& query) {
   auto grant = coord->AuthorizeBlob("GET", path, query, clock->NowMs());
   if (!grant.ok()) return SendError(grant.status(), res);
   auto opened = blobs->Open(grant->key);
   if (!opened.ok()) return SendError(opened.status(), res);
   std::shared_ptr<ReadableFile> file(std::move(opened).value());
   res.status = 200;
+  // One byte range (resumable downloads); httplib slices the body and sets Content-Range.
+  if (!req.ranges.empty()) {
+    const int64_t size = file->size();
+    const auto& range = req.ranges[0];
+    bool satisfiable = req.ranges.size() == 1 && size > 0 &&
+                       (range.first < 0 ? range.second > 0 : range.first < size) &&
+                       (range.second < 0 || range.first < 0 || range.second >= range.first);
+    if (!satisfiable) {
+      res.set_header("Content-Range", "bytes */" + std::to_string(size));
+      SendResponse(core::HttpResponse::Error(
+                       Status::Invalid("range not satisfiable (one range within the object)")),
+                   res);
+      res.status = 416;
+      return;
+    }
+    res.status = 206;
+  }
   res.set_content_provider(size_t(file->size()), "application/octet-stream",
                            [file](size_t offset, size_t length, httplib::DataSink& sink) {
                              char buf[64 * 1024];

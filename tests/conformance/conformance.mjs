@@ -1,0 +1,484 @@
+// The conformance suite: one black-box HTTP test of the coordinator API, run with identical
+// expectations against the native gleaner-coordinator and the edge Worker in Miniflare.
+//
+//   node tests/conformance/conformance.mjs --target native|edge [--bin PATH]
+//   node tests/conformance/conformance.mjs --url http://HOST:PORT --operator-token T
+//
+// Tests run one after another on one server; each creates its own keys and nodes and leaves no
+// claimable job behind, so a node of one test never receives another test's job.
+import assert from "node:assert/strict";
+import { createHash, randomBytes } from "node:crypto";
+import { after, before, test } from "node:test";
+import { startTarget, TIMING } from "./targets.mjs";
+
+const argv = process.argv.slice(2);
+const flag = (name) => {
+  const i = argv.indexOf(name);
+  return i >= 0 ? argv[i + 1] : undefined;
+};
+const EXIT_SKIP = 77;
+const targetKind = flag("--target");
+const external = flag("--url");
+if (!targetKind && !external) {
+  console.error("usage: conformance.mjs --target native|edge [--bin PATH] | --url URL --operator-token T");
+  process.exit(2);
+}
+
+if (targetKind === "edge") {
+  const { existsSync } = await import("node:fs");
+  const wasm = new URL("../../wasm/gleaner_edge.wasm", import.meta.url);
+  const mf = new URL("../../wasm/node_modules/miniflare/package.json", import.meta.url);
+  if (!existsSync(wasm) || !existsSync(mf)) {
+    console.error("conformance: skipped (build wasm/gleaner_edge.wasm with wasm/build.sh and run npm ci in wasm/)");
+    process.exit(EXIT_SKIP);
+  }
+}
+
+let target;
+let base;
+let opToken;
+
+before(async () => {
+  if (external) {
+    base = external.replace(/\/$/, "");
+    opToken = flag("--operator-token") ?? process.env.GLEANER_OPERATOR_TOKEN;
+  } else {
+    target = await startTarget(targetKind, { bin: flag("--bin") });
+    base = target.base;
+    opToken = target.operatorToken;
+  }
+});
+
+after(async () => {
+  if (target) await target.stop();
+});
+
+// ---- helpers ---------------------------------------------------------------------------------
+
+async function call(method, path, { token, body, headers = {}, raw } = {}) {
+  const h = { ...headers };
+  if (token) h.authorization = `Bearer ${token}`;
+  let payload;
+  if (raw !== undefined) {
+    payload = raw;
+  } else if (body !== undefined) {
+    payload = JSON.stringify(body);
+    h["content-type"] = "application/json";
+  }
+  const res = await fetch(path.startsWith("http") ? path : base + path, {
+    method,
+    headers: h,
+    body: payload,
+  });
+  const text = await res.text();
+  let json;
+  try {
+    json = text ? JSON.parse(text) : undefined;
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, json, text, headers: res.headers };
+}
+
+function expectError(res, status, code) {
+  assert.equal(res.status, status, `expected ${status}, got ${res.status}: ${res.text}`);
+  assert.equal(typeof res.json?.error?.message, "string", `no error envelope: ${res.text}`);
+  assert.ok(res.json.error.message.length > 0);
+  if (code) assert.equal(res.json.error.code, code, res.text);
+}
+
+function expectOk(res, status = 200) {
+  assert.equal(res.status, status, `expected ${status}, got ${res.status}: ${res.text}`);
+  return res.json;
+}
+
+const sha256 = (bytes) => createHash("sha256").update(bytes).digest("hex");
+const uid = () => randomBytes(6).toString("hex");
+
+async function newKey(role) {
+  return expectOk(await call("POST", "/v1/keys", { token: opToken, body: { role, name: `${role}-${uid()}` } }), 201).token;
+}
+
+async function newNode(vram = 24000, gpu = "RTX 4090") {
+  const enroll = await newKey("enroll");
+  const r = expectOk(
+    await call("POST", "/v1/nodes/register", {
+      token: enroll,
+      body: { machine_id: `m-${uid()}`, gpu: { name: gpu, vram_mb: vram }, agent_version: "0.1.0" },
+    }),
+  );
+  return { id: r.node_id, token: r.token };
+}
+
+// A developer whose jobs are all canceled by cleanup() (terminal jobs answer 409, ignored).
+function developer() {
+  const jobs = [];
+  let token;
+  return {
+    async token() {
+      token ??= await newKey("developer");
+      return token;
+    },
+    async submit(spec, headers) {
+      const r = await call("POST", "/v1/jobs", { token: await this.token(), body: spec, headers });
+      if (r.status === 201) jobs.push(r.json.id);
+      return r;
+    },
+    async cleanup() {
+      for (const id of jobs) await call("POST", `/v1/jobs/${id}/cancel`, { token: opToken, body: {} });
+    },
+  };
+}
+
+const synthetic = (steps = 10, extra = {}) => ({
+  kind: "synthetic",
+  params: { steps, step_ms: 1, checkpoint_every: 5, seed: 1 },
+  ...extra,
+});
+
+async function claim(node) {
+  return call("POST", "/v1/work", { token: node.token, body: {} });
+}
+
+async function tick() {
+  return expectOk(await call("POST", "/v1/admin/maintenance", { token: opToken, body: {} }));
+}
+
+// ---- the suite -------------------------------------------------------------------------------
+
+test("healthz answers 200 without a token", async () => {
+  const r = await call("GET", "/healthz");
+  assert.equal(r.status, 200);
+  assert.equal(r.json.ok, true);
+});
+
+test("unknown routes, wrong methods and malformed paths get error envelopes", async () => {
+  expectError(await call("GET", "/v1/nope"), 404, "not_found");
+  expectError(await call("GET", "/nothing/here", { token: opToken }), 404, "not_found");
+  const m = await call("DELETE", "/v1/keys", { token: opToken });
+  expectError(m, 405);
+  expectError(await call("GET", "/v1/jobs/%zz", { token: opToken }), 400, "bad_request");
+});
+
+test("auth: missing, malformed and unknown tokens are 401; wrong role is 403", async () => {
+  expectError(await call("GET", "/v1/jobs"), 401, "unauthenticated");
+  expectError(await call("GET", "/v1/jobs", { headers: { authorization: "Basic abc" } }), 401, "unauthenticated");
+  expectError(await call("GET", "/v1/jobs", { token: "not-a-real-token" }), 401, "unauthenticated");
+  const dev = await newKey("developer");
+  expectError(await call("POST", "/v1/keys", { token: dev, body: { role: "developer", name: "x" } }), 403, "forbidden");
+  expectError(await call("GET", "/v1/nodes", { token: dev }), 403, "forbidden");
+  const node = await newNode();
+  expectError(await call("POST", "/v1/jobs", { token: node.token, body: synthetic() }), 403, "forbidden");
+  expectError(await call("POST", "/v1/work", { token: dev, body: {} }), 403, "forbidden");
+});
+
+test("keys: operator mints developer, enroll and operator keys; bad roles are 400", async () => {
+  for (const role of ["developer", "enroll", "operator"]) {
+    const k = expectOk(await call("POST", "/v1/keys", { token: opToken, body: { role, name: "k" } }), 201);
+    assert.equal(typeof k.id, "string");
+    assert.equal(typeof k.token, "string");
+    assert.ok(k.token.length >= 20);
+  }
+  const op2 = await newKey("operator");
+  expectOk(await call("GET", "/v1/nodes", { token: op2 }));
+  expectError(await call("POST", "/v1/keys", { token: opToken, body: { role: "root", name: "k" } }), 400, "bad_request");
+  expectError(await call("POST", "/v1/keys", { token: opToken, body: { role: "developer" } }), 400, "bad_request");
+});
+
+test("bad bodies: malformed JSON, wrong types, unknown kinds, absurd numbers are 400", async () => {
+  const dev = developer();
+  const t = await dev.token();
+  const bad = [
+    { raw: "{not json", headers: { "content-type": "application/json" } },
+    { raw: "[1,2]", headers: { "content-type": "application/json" } },
+    { body: { kind: 7, params: {} } },
+    { body: { kind: "mine-bitcoin", params: {} } },
+    { body: synthetic(-5) },
+    { body: synthetic(1e12) },
+    { body: { ...synthetic(), priority: "high" } },
+    { body: { ...synthetic(), max_failures: 0 } },
+  ];
+  for (const b of bad) {
+    expectError(await call("POST", "/v1/jobs", { token: t, ...b }), 400, "bad_request");
+  }
+  const list = expectOk(await call("GET", "/v1/jobs", { token: t }));
+  assert.equal(list.jobs.length, 0, "a rejected submission created a job");
+});
+
+test("bodies over the limit are 413", async () => {
+  const t = await newKey("developer");
+  const big = JSON.stringify({ kind: "synthetic", params: {}, pad: "x".repeat(1100000) });
+  expectError(await call("POST", "/v1/jobs", { token: t, raw: big, headers: { "content-type": "application/json" } }), 413, "too_large");
+});
+
+test("node registration: same machine keeps its id, the old token is revoked", async () => {
+  const enroll = await newKey("enroll");
+  const body = { machine_id: `m-${uid()}`, gpu: { name: "RTX 3090", vram_mb: 24000 }, agent_version: "0.1.0" };
+  const a = expectOk(await call("POST", "/v1/nodes/register", { token: enroll, body }));
+  const b = expectOk(await call("POST", "/v1/nodes/register", { token: enroll, body }));
+  assert.equal(a.node_id, b.node_id);
+  assert.notEqual(a.token, b.token);
+  expectError(await call("POST", "/v1/work", { token: a.token, body: {} }), 401, "unauthenticated");
+  const w = await call("POST", "/v1/work", { token: b.token, body: {} });
+  assert.ok(w.status === 204 || w.status === 200);
+  expectError(
+    await call("POST", "/v1/nodes/register", { token: enroll, body: { machine_id: "x", gpu: { name: "g" } } }),
+    400,
+    "bad_request",
+  );
+});
+
+test("jobs: submit, idempotency, get, list; other developers see 404", async () => {
+  const dev = developer();
+  try {
+    const created = expectOk(await dev.submit(synthetic(20), { "idempotency-key": "abc-1" }), 201);
+    assert.equal(created.state, "pending");
+    assert.equal(created.steps, 20);
+    // A replay answers the same job (200, not a second 201).
+    const again = expectOk(await dev.submit(synthetic(20), { "idempotency-key": "abc-1" }), 200);
+    assert.equal(again.id, created.id);
+    const got = expectOk(await call("GET", `/v1/jobs/${created.id}`, { token: await dev.token() }));
+    assert.equal(got.id, created.id);
+    assert.equal(got.lease_epoch, 0);
+    const list = expectOk(await call("GET", "/v1/jobs?state=pending&limit=10", { token: await dev.token() }));
+    assert.deepEqual(list.jobs.map((j) => j.id), [created.id]);
+    const other = await newKey("developer");
+    expectError(await call("GET", `/v1/jobs/${created.id}`, { token: other }), 404, "not_found");
+    expectOk(await call("GET", `/v1/jobs/${created.id}`, { token: opToken }));
+  } finally {
+    await dev.cleanup();
+  }
+});
+
+test("claim: 204 with Retry-After when idle; 200 with lease; fenced heartbeats", async () => {
+  const dev = developer();
+  try {
+    const node = await newNode();
+    const other = await newNode();
+    const job = expectOk(await dev.submit(synthetic(10)), 201);
+    const w = expectOk(await claim(node));
+    assert.equal(w.job.id, job.id);
+    assert.equal(w.lease.epoch, 1);
+    assert.equal(w.lease.heartbeat_interval, TIMING.heartbeat_interval_s);
+    const idle = await claim(other);
+    assert.equal(idle.status, 204);
+    assert.ok(Number(idle.headers.get("retry-after")) >= 1);
+
+    const hb = expectOk(await call("POST", `/v1/jobs/${job.id}/heartbeat`, { token: node.token, body: { epoch: 1, step: 3, loss: 0.5 } }));
+    assert.equal(hb.cancel, false);
+    assert.equal(typeof hb.lease_expires_at, "string");
+    expectError(await call("POST", `/v1/jobs/${job.id}/heartbeat`, { token: node.token, body: { epoch: 2, step: 4 } }), 409);
+    expectError(await call("POST", `/v1/jobs/${job.id}/heartbeat`, { token: other.token, body: { epoch: 1, step: 4 } }), 409);
+    expectError(await call("POST", `/v1/jobs/${job.id}/heartbeat`, { token: node.token, body: { epoch: 1 } }), 400, "bad_request");
+    const got = expectOk(await call("GET", `/v1/jobs/${job.id}`, { token: await dev.token() }));
+    assert.equal(got.state, "running");
+    assert.equal(got.step, 3);
+  } finally {
+    await dev.cleanup();
+  }
+});
+
+test("claim order: priority first, then age; requirements and quarantine are respected", async () => {
+  const dev = developer();
+  try {
+    const low = expectOk(await dev.submit(synthetic(5)), 201);
+    const high = expectOk(await dev.submit(synthetic(5, { priority: 10 })), 201);
+    const big = expectOk(await dev.submit(synthetic(5, { priority: 20, requirements: { min_vram_mb: 80000 } })), 201);
+    const small = await newNode(8000, "RTX 3070");
+    assert.equal(expectOk(await claim(small)).job.id, high.id);
+    assert.equal(expectOk(await claim(small)).job.id, low.id);
+    assert.equal((await claim(small)).status, 204);
+
+    const quarantined = await newNode(96000, "H100");
+    expectOk(await call("POST", `/v1/nodes/${quarantined.id}/quarantine`, { token: opToken, body: { reason: "test" } }));
+    assert.equal((await claim(quarantined)).status, 204);
+    expectOk(await call("POST", `/v1/nodes/${quarantined.id}/restore`, { token: opToken, body: {} }));
+    assert.equal(expectOk(await claim(quarantined)).job.id, big.id);
+  } finally {
+    await dev.cleanup();
+  }
+});
+
+async function putBlob(url, bytes) {
+  return call("PUT", url, { raw: bytes, headers: { "content-type": "application/octet-stream" } });
+}
+
+test("checkpoints: upload, commit, stale commits refused, resume handed to the next lease", async () => {
+  const dev = developer();
+  try {
+    const node = await newNode();
+    const job = expectOk(await dev.submit(synthetic(20)), 201);
+    const w = expectOk(await claim(node));
+    assert.equal(w.job.id, job.id);
+    const epoch = w.lease.epoch;
+    const data = randomBytes(3000);
+    const up = expectOk(await call("POST", `/v1/jobs/${job.id}/checkpoints`, { token: node.token, body: { epoch, step: 10 } }));
+    assert.match(up.url, /^http/);
+    // Committing before the object exists is refused.
+    expectError(
+      await call("POST", `/v1/jobs/${job.id}/checkpoints/10/commit`, { token: node.token, body: { epoch, sha256: sha256(data), size: data.length } }),
+      400,
+    );
+    const put = await putBlob(up.url, data);
+    assert.ok(put.status >= 200 && put.status < 300, `PUT ${put.status}: ${put.text}`);
+    // A tampered URL is refused.
+    const forged = up.url.replace(/sig=([0-9a-f])/, (_, c) => `sig=${c === "0" ? "1" : "0"}`);
+    assert.notEqual(forged, up.url);
+    expectError(await putBlob(forged, data), 403);
+    const c = expectOk(
+      await call("POST", `/v1/jobs/${job.id}/checkpoints/10/commit`, { token: node.token, body: { epoch, sha256: sha256(data), size: data.length } }),
+    );
+    assert.equal(c.step, 10);
+    expectError(await call("POST", `/v1/jobs/${job.id}/checkpoints`, { token: node.token, body: { epoch, step: 5 } }), 409);
+    const got = expectOk(await call("GET", `/v1/jobs/${job.id}`, { token: await dev.token() }));
+    assert.equal(got.latest_checkpoint.step, 10);
+
+    expectOk(await call("POST", `/v1/jobs/${job.id}/release`, { token: node.token, body: { epoch, reason: "preempted" } }));
+    expectError(await call("POST", `/v1/jobs/${job.id}/heartbeat`, { token: node.token, body: { epoch, step: 11 } }), 409);
+    const next = await newNode();
+    const w2 = expectOk(await claim(next));
+    assert.equal(w2.job.id, job.id);
+    assert.equal(w2.lease.epoch, epoch + 1);
+    assert.equal(w2.resume.step, 10);
+    assert.equal(w2.resume.sha256, sha256(data));
+    const dl = await fetch(w2.resume.url);
+    assert.equal(dl.status, 200);
+    assert.equal(sha256(Buffer.from(await dl.arrayBuffer())), sha256(data));
+    const after = expectOk(await call("GET", `/v1/jobs/${job.id}`, { token: await dev.token() }));
+    assert.equal(after.failures, 0, "release is not a failure");
+  } finally {
+    await dev.cleanup();
+  }
+});
+
+test("complete: outputs uploaded, result URLs download the same bytes, later writes are 409", async () => {
+  const dev = developer();
+  try {
+    const node = await newNode();
+    const job = expectOk(await dev.submit(synthetic(5)), 201);
+    const { lease } = expectOk(await claim(node));
+    const bytes = randomBytes(1500);
+    const out = expectOk(await call("POST", `/v1/jobs/${job.id}/outputs`, { token: node.token, body: { epoch: lease.epoch, name: "lora.safetensors" } }));
+    const put = await putBlob(out.url, bytes);
+    assert.ok(put.status >= 200 && put.status < 300, `PUT ${put.status}: ${put.text}`);
+    expectError(await call("GET", `/v1/jobs/${job.id}/result`, { token: await dev.token() }), 409, "conflict");
+    expectOk(
+      await call("POST", `/v1/jobs/${job.id}/complete`, {
+        token: node.token,
+        body: { epoch: lease.epoch, outputs: [{ name: "lora.safetensors", sha256: sha256(bytes), size: bytes.length }] },
+      }),
+    );
+    const res = expectOk(await call("GET", `/v1/jobs/${job.id}/result`, { token: await dev.token() }));
+    assert.equal(res.outputs.length, 1);
+    const dl = await fetch(res.outputs[0].url);
+    assert.equal(dl.status, 200);
+    assert.equal(sha256(Buffer.from(await dl.arrayBuffer())), sha256(bytes));
+    // Resumable downloads: one byte range, 206; a range past the end is 416.
+    const part = await fetch(res.outputs[0].url, { headers: { range: "bytes=10-19" } });
+    assert.equal(part.status, 206);
+    assert.deepEqual(Buffer.from(await part.arrayBuffer()), bytes.subarray(10, 20));
+    const tail = await fetch(res.outputs[0].url, { headers: { range: "bytes=-5" } });
+    assert.equal(tail.status, 206);
+    assert.deepEqual(Buffer.from(await tail.arrayBuffer()), bytes.subarray(bytes.length - 5));
+    const past = await fetch(res.outputs[0].url, { headers: { range: "bytes=999999-" } });
+    assert.equal(past.status, 416);
+    await past.arrayBuffer();
+    const got = expectOk(await call("GET", `/v1/jobs/${job.id}`, { token: await dev.token() }));
+    assert.equal(got.state, "completed");
+    expectError(await call("POST", `/v1/jobs/${job.id}/heartbeat`, { token: node.token, body: { epoch: lease.epoch, step: 5 } }), 409);
+    expectError(await call("POST", `/v1/jobs/${job.id}/fail`, { token: node.token, body: { epoch: lease.epoch, reason: "late" } }), 409);
+  } finally {
+    await dev.cleanup();
+  }
+});
+
+test("fail: bans the node, the job fails for good after max_failures", async () => {
+  const dev = developer();
+  try {
+    const job = expectOk(await dev.submit(synthetic(5, { max_failures: 2 })), 201);
+    const a = await newNode();
+    const b = await newNode();
+    const la = expectOk(await claim(a)).lease;
+    const f1 = expectOk(await call("POST", `/v1/jobs/${job.id}/fail`, { token: a.token, body: { epoch: la.epoch, reason: "oom" } }));
+    assert.equal(f1.state, "pending");
+    assert.equal((await claim(a)).status, 204, "a node never gets a job it failed");
+    const lb = expectOk(await claim(b)).lease;
+    const f2 = expectOk(await call("POST", `/v1/jobs/${job.id}/fail`, { token: b.token, body: { epoch: lb.epoch, reason: "oom" } }));
+    assert.equal(f2.state, "failed");
+    const events = expectOk(await call("GET", `/v1/jobs/${job.id}/events`, { token: await dev.token() }));
+    assert.equal(events.failures.length, 2);
+    assert.equal(events.segments.length, 2);
+  } finally {
+    await dev.cleanup();
+  }
+});
+
+test("cancel: the next heartbeat answers cancel, later writes are 409", async () => {
+  const dev = developer();
+  try {
+    const node = await newNode();
+    const job = expectOk(await dev.submit(synthetic(5)), 201);
+    const { lease } = expectOk(await claim(node));
+    const c = expectOk(await call("POST", `/v1/jobs/${job.id}/cancel`, { token: await dev.token(), body: {} }));
+    assert.equal(c.state, "canceled");
+    const hb = expectOk(await call("POST", `/v1/jobs/${job.id}/heartbeat`, { token: node.token, body: { epoch: lease.epoch, step: 1 } }));
+    assert.equal(hb.cancel, true);
+    expectError(await call("POST", `/v1/jobs/${job.id}/checkpoints`, { token: node.token, body: { epoch: lease.epoch, step: 2 } }), 409);
+    // Canceling again is harmless and leaves it canceled.
+    const again = expectOk(await call("POST", `/v1/jobs/${job.id}/cancel`, { token: await dev.token(), body: {} }));
+    assert.equal(again.state, "canceled");
+  } finally {
+    await dev.cleanup();
+  }
+});
+
+test("stalls: a lease without heartbeats expires; maintenance requeues; a new epoch fences the old", async () => {
+  const dev = developer();
+  try {
+    const a = await newNode();
+    const b = await newNode();
+    const job = expectOk(await dev.submit(synthetic(5)), 201);
+    const la = expectOk(await claim(a)).lease;
+    await new Promise((r) => setTimeout(r, TIMING.stall_after_s * 1000 + 300));
+    await tick();
+    const lb = expectOk(await claim(b)).lease;
+    assert.equal(lb.epoch, la.epoch + 1);
+    expectError(await call("POST", `/v1/jobs/${job.id}/heartbeat`, { token: a.token, body: { epoch: la.epoch, step: 2 } }), 409);
+    expectOk(await call("POST", `/v1/jobs/${job.id}/heartbeat`, { token: b.token, body: { epoch: lb.epoch, step: 2 } }));
+    const got = expectOk(await call("GET", `/v1/jobs/${job.id}`, { token: opToken }));
+    assert.equal(got.failures, 0, "a stall is not a failure");
+    assert.equal(got.attempts, 2);
+  } finally {
+    await dev.cleanup();
+  }
+});
+
+test("blob URLs: wrong method, expired or forged signatures are refused", async () => {
+  const t = await newKey("developer");
+  const bytes = randomBytes(100);
+  const up = expectOk(await call("POST", "/v1/uploads", { token: t, body: { name: "data.bin", size: bytes.length, sha256: sha256(bytes) } }), 201);
+  assert.match(up.uri, /^blob:\/\//);
+  expectError(await call("GET", up.url), 403);
+  expectError(await putBlob(up.url.replace("exp=", "exp=1"), bytes), 403);
+  const wrong = randomBytes(100);
+  expectError(await putBlob(up.url, wrong), 400, "bad_request");
+  const ok = await putBlob(up.url, bytes);
+  assert.ok(ok.status >= 200 && ok.status < 300, `PUT ${ok.status}: ${ok.text}`);
+  expectError(await putBlob(up.url, Buffer.concat([bytes, bytes])), 413, "too_large");
+});
+
+test("operator: prices, nodes and the cost report", async () => {
+  expectOk(await call("PUT", "/v1/prices", { token: opToken, body: { gpu: "Conformance GPU", usd_per_hour: 1.5 } }));
+  const prices = expectOk(await call("GET", "/v1/prices", { token: opToken }));
+  assert.ok(prices.prices.some((p) => p.gpu === "Conformance GPU" && p.usd_per_hour === 1.5));
+  expectError(await call("PUT", "/v1/prices", { token: opToken, body: { gpu: "x", usd_per_hour: -1 } }), 400);
+  const nodes = expectOk(await call("GET", "/v1/nodes", { token: opToken }));
+  assert.ok(Array.isArray(nodes.nodes) && nodes.nodes.length > 0);
+  expectOk(await call("GET", "/v1/reports/cost?group_by=job&format=json", { token: opToken }));
+  const csv = await call("GET", "/v1/reports/cost?group_by=gpu&format=csv", { token: opToken });
+  assert.equal(csv.status, 200);
+  assert.match(csv.headers.get("content-type"), /csv/);
+  expectError(await call("GET", "/v1/reports/cost?group_by=planet", { token: opToken }), 400);
+  const m = await tick();
+  assert.equal(typeof m, "object");
+});

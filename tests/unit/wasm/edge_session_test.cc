@@ -1,0 +1,140 @@
+#include "wasm/edge_session.h"
+
+#include <catch2/catch.hpp>
+
+#include "coordinator/core/migrations.h"
+#include "coordinator/native/sqlite_executor.h"
+#include "wasm/wire_json.h"
+
+using namespace gleaner;
+using namespace gleaner::core;
+using namespace gleaner::edge;
+
+namespace {
+
+const char kConfig[] = R"({"blob_signing_key":"0123456789abcdef0123456789abcdef"})";
+
+Json Parse(const std::string& text) {
+  Result<Json> j = ParseJson(text);
+  REQUIRE(j.ok());
+  return *j;
+}
+
+// Plays the Worker: runs each JSON batch on SQLite and feeds the JSON result back.
+Json DriveJson(EdgeSession& session, native::SqliteExecutor& db, const std::string& first) {
+  Json step = Parse(first);
+  int guard = 0;
+  while (!step["done"].get<bool>()) {
+    REQUIRE(++guard < 50);
+    Batch batch;
+    for (const Json& s : step["batch"]["statements"]) {
+      std::vector<SqlValue> params;
+      for (const Json& p : s["params"]) {
+        if (p.is_null())
+          params.push_back(SqlValue::Null());
+        else if (p.is_number_integer())
+          params.push_back(SqlValue(p.get<int64_t>()));
+        else if (p.is_number())
+          params.push_back(SqlValue(p.get<double>()));
+        else
+          params.push_back(SqlValue(p.get<std::string>()));
+      }
+      batch.Add(s["sql"].get<std::string>(), std::move(params));
+    }
+    std::string result = DumpJson(BatchResultToJson(db.Execute(batch)));
+    step = Parse(session.Continue(step["handle"].get<int64_t>(), result));
+  }
+  return step;
+}
+
+std::unique_ptr<native::SqliteExecutor> Memory() {
+  auto db = native::SqliteExecutor::Open({":memory:"});
+  REQUIRE(db.ok());
+  return std::move(db).value();
+}
+
+}  // namespace
+
+TEST_CASE("a session refuses work before init and rejects a bad config", "[session]") {
+  EdgeSession s;
+  Json step = Parse(s.Start(R"({"op":"migrate"})"));
+  CHECK(step["done"] == true);
+  CHECK(step["response"]["status"] == 503);
+  CHECK(s.Init("{").find("config") == 0);
+  CHECK_FALSE(s.Init(R"({"blob_signing_key":"short"})").empty());
+  CHECK_FALSE(s.ready());
+  CHECK(s.Init(kConfig).empty());
+  CHECK(s.ready());
+}
+
+TEST_CASE("migrations, bootstrap and requests run through the JSON wire", "[session]") {
+  auto db = Memory();
+  EdgeSession s;
+  REQUIRE(s.Init(kConfig).empty());
+  Json m = DriveJson(s, *db, s.Start(R"({"op":"migrate"})"));
+  CHECK(m["response"]["status"] == 200);
+  CHECK(Parse(m["response"]["body"].get<std::string>())["applied"] == Migrations().size());
+  Json again = DriveJson(s, *db, s.Start(R"({"op":"migrate"})"));
+  CHECK(again["response"]["body"] == R"({"applied":0})");
+
+  Json boot = DriveJson(s, *db, s.Start(R"({"op":"bootstrap","token":"tok","now_ms":5})"));
+  CHECK(boot["response"]["status"] == 200);
+  Batch count;
+  count.Add("SELECT COUNT(*) AS n FROM api_keys WHERE role = 'operator'");
+  CHECK(db->Execute(count).results[0].Get(0, "n").AsInt() == 1);
+
+  Json health = DriveJson(s, *db,
+                          s.Start(DumpJson({{"op", "request"},
+                                            {"request",
+                                             {{"method", "GET"},
+                                              {"path", "/healthz"},
+                                              {"now_ms", 1},
+                                              {"entropy", std::string(64, '0')}}}})));
+  CHECK(health["response"]["status"] == 200);
+  CHECK(s.open_plans() == 0);
+
+  Json stored = DriveJson(
+      s, *db,
+      s.Start(R"({"op":"blob_stored","key":"jobs/j/ckpt","size":3,"sha256":"ab","now_ms":9})"));
+  CHECK(stored["response"]["status"] == 204);
+  Json tick = DriveJson(s, *db, s.Start(R"({"op":"maintenance","now_ms":9})"));
+  CHECK(tick["response"]["status"] == 200);
+}
+
+TEST_CASE("bad ops, handles and results answer errors and leak no plans", "[session]") {
+  auto db = Memory();
+  EdgeSession s;
+  REQUIRE(s.Init(kConfig).empty());
+  for (const char* op : {"nope", "{\"op\":\"dance\"}", "{\"op\":\"request\"}",
+                         "{\"op\":\"request\",\"request\":{\"method\":\"GET\"}}",
+                         "{\"op\":\"bootstrap\",\"now_ms\":1}", "{\"op\":\"maintenance\"}"}) {
+    INFO(op);
+    Json step = Parse(s.Start(op));
+    CHECK(step["done"] == true);
+    CHECK(step["response"]["status"] == 500);
+  }
+  CHECK(Parse(s.Continue(12345, "{}"))["response"]["status"] == 500);
+
+  // A plan whose batch failed (or whose result is garbage) still finishes with an error.
+  Json step = Parse(s.Start(R"({"op":"migrate"})"));
+  REQUIRE(step["done"] == false);
+  Json failed = Parse(s.Continue(step["handle"].get<int64_t>(), "not json"));
+  CHECK(failed["done"] == true);
+  CHECK(failed["response"]["status"] == 500);
+
+  step = Parse(s.Start(R"({"op":"migrate"})"));
+  Json wrong = Parse(s.Continue(step["handle"].get<int64_t>(), R"({"results":[]})"));
+  CHECK(wrong["response"]["status"] == 500);
+
+  step = Parse(s.Start(R"({"op":"migrate"})"));
+  CHECK(s.open_plans() == 1);
+  CHECK_FALSE(s.Init(kConfig).empty());  // no reconfiguration under an open plan
+  s.Drop(step["handle"].get<int64_t>());
+  CHECK(s.Init(kConfig).empty());
+  CHECK(s.open_plans() == 0);
+
+  Json auth = Parse(s.AuthorizeBlob(R"({"method":"GET","path":"/blobs/x","query":"","now_ms":1})"));
+  CHECK(auth["ok"] == false);
+  CHECK(auth["response"]["status"].get<int>() >= 400);
+  CHECK(Parse(s.AuthorizeBlob("[]"))["response"]["status"] == 500);
+}

@@ -1,0 +1,142 @@
+#include "wasm/edge_session.h"
+
+#include <utility>
+
+#include "wasm/wire_json.h"
+
+namespace gleaner::edge {
+
+using core::HttpResponse;
+using core::Plan;
+
+namespace {
+
+std::string DoneWith(const Status& st) {
+  Json j = {{"done", true},
+            {"response", ResponseToJson(HttpResponse::Error(st))},
+            {"blob_deletes", Json::array()}};
+  return DumpJson(j);
+}
+
+}  // namespace
+
+std::string EdgeSession::Init(const std::string& config_json) {
+  if (!plans_.empty()) return "cannot reconfigure while plans are open";
+  Result<Json> j = ParseJson(config_json);
+  if (!j.ok()) return "config: " + j.status().message();
+  Result<core::CoreConfig> config = ConfigFromJson(*j);
+  if (!config.ok()) return config.status().message();
+  coordinator_ = std::make_unique<core::Coordinator>(std::move(config).value());
+  return "";
+}
+
+std::string EdgeSession::Step(Plan plan) {
+  if (plan.done()) {
+    Json j = {{"done", true},
+              {"response", ResponseToJson(plan.response())},
+              {"blob_deletes", plan.blob_deletes()}};
+    return DumpJson(j);
+  }
+  int64_t handle = next_handle_++;
+  Json j = {{"done", false},
+            {"handle", handle},
+            {"batch", BatchToJson(InlineIntegerParams(plan.batch()))}};
+  plans_.emplace(handle, std::move(plan));
+  return DumpJson(j);
+}
+
+std::string EdgeSession::Start(const std::string& op_json) {
+  if (!coordinator_) return DoneWith(Status::Unavailable("the core is not initialised"));
+  Result<Json> parsed = ParseJson(op_json);
+  if (!parsed.ok()) return DoneWith(Status::Internal("op: " + parsed.status().message()));
+  const Json& j = *parsed;
+  FieldReader f(j, "");
+  std::string op;
+  f.String("op", &op, true, 32);
+  if (!f.ok()) return DoneWith(Status::Internal(f.status().message()));
+  if (op == "request") {
+    auto r = j.find("request");
+    if (r == j.end()) return DoneWith(Status::Internal("request is required"));
+    Result<core::HttpRequest> req = RequestFromJson(*r);
+    if (!req.ok()) return DoneWith(Status::Internal(req.status().message()));
+    return Step(coordinator_->Handle(*req));
+  }
+  if (op == "migrate") return Step(coordinator_->MigrationPlan());
+  int64_t now_ms = 0;
+  f.Int("now_ms", &now_ms, true, 0, INT64_MAX);
+  if (op == "bootstrap") {
+    std::string token;
+    f.String("token", &token, true, 4096);
+    if (!f.ok()) return DoneWith(Status::Internal(f.status().message()));
+    return Step(coordinator_->BootstrapOperatorPlan(token, now_ms));
+  }
+  if (op == "maintenance") {
+    if (!f.ok()) return DoneWith(Status::Internal(f.status().message()));
+    return Step(coordinator_->MaintenancePlan(now_ms));
+  }
+  if (op == "blob_stored") {
+    std::string key, sha256;
+    int64_t size = 0;
+    f.String("key", &key, true, 4096);
+    f.String("sha256", &sha256, true, 64);
+    f.Int("size", &size, true, 0, INT64_MAX);
+    if (!f.ok()) return DoneWith(Status::Internal(f.status().message()));
+    return Step(coordinator_->BlobStoredPlan(key, size, sha256, now_ms));
+  }
+  return DoneWith(Status::Internal("unknown op " + op));
+}
+
+std::string EdgeSession::Continue(int64_t handle, const std::string& result_json) {
+  auto it = plans_.find(handle);
+  if (it == plans_.end()) return DoneWith(Status::Internal("unknown plan handle"));
+  Plan plan = std::move(it->second);
+  plans_.erase(it);
+  Result<Json> parsed = ParseJson(result_json, 64);
+  core::BatchResult result;
+  if (parsed.ok()) {
+    result = BatchResultFromJson(*parsed);
+  } else {
+    result.status = Status::Internal("batch result: " + parsed.status().message());
+  }
+  if (result.status.ok() && result.results.size() != plan.batch().statements.size()) {
+    result = core::BatchResult{};
+    result.status = Status::Internal("batch result has the wrong number of statements");
+  }
+  return Step(plan.Continue(std::move(result)));
+}
+
+void EdgeSession::Drop(int64_t handle) {
+  plans_.erase(handle);
+}
+
+std::string EdgeSession::AuthorizeBlob(const std::string& json) {
+  if (!coordinator_) return DoneWith(Status::Unavailable("the core is not initialised"));
+  Result<Json> parsed = ParseJson(json);
+  std::string method, path, query;
+  int64_t now_ms = 0;
+  Status st;
+  if (parsed.ok()) {
+    FieldReader f(*parsed, "");
+    f.String("method", &method, true, 16);
+    f.String("path", &path, true, 8192);
+    f.String("query", &query, false, 65536);
+    f.Int("now_ms", &now_ms, true, 0, INT64_MAX);
+    st = f.status();
+  } else {
+    st = parsed.status();
+  }
+  if (!st.ok()) {
+    return DumpJson(
+        {{"ok", false},
+         {"response", ResponseToJson(HttpResponse::Error(Status::Internal(st.message())))}});
+  }
+  Result<core::BlobGrant> g = coordinator_->AuthorizeBlob(method, path, query, now_ms);
+  if (!g.ok()) {
+    return DumpJson({{"ok", false}, {"response", ResponseToJson(HttpResponse::Error(g.status()))}});
+  }
+  Json grant = {
+      {"key", g->key}, {"method", g->method}, {"max_size", g->max_size}, {"sha256", g->sha256}};
+  return DumpJson({{"ok", true}, {"grant", grant}});
+}
+
+}  // namespace gleaner::edge

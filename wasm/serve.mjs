@@ -1,0 +1,128 @@
+#!/usr/bin/env node
+// Runs the edge coordinator locally in Miniflare (workerd) with a local D1 database and R2
+// bucket: the same Worker and wasm module that `wrangler deploy` ships.
+//
+//   node wasm/serve.mjs --port 8787 [--host 127.0.0.1] [--persist DIR] [--port-file FILE]
+//        [--heartbeat-interval S] [--stall-after S] [--config JSON]
+//
+// Environment: GLEANER_OPERATOR_TOKEN (registered as an operator key), GLEANER_BLOB_SIGNING_KEY
+// (default: random, kept in DIR when --persist is given), GLEANER_CONFIG (JSON core settings).
+// Maintenance (the cron trigger) runs on demand: GET /cdn-cgi/handler/scheduled on the same port.
+// --port 0 picks a free port; the chosen one is printed and written to --port-file.
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Miniflare } from "miniflare";
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+function usage(message) {
+  if (message) console.error(`serve: ${message}`);
+  console.error(
+    "usage: node wasm/serve.mjs --port P [--host H] [--persist DIR] [--port-file F] " +
+      "[--heartbeat-interval S] [--stall-after S] [--config JSON]",
+  );
+  process.exit(2);
+}
+
+function parseArgs(argv) {
+  const opts = { host: "127.0.0.1", port: null };
+  const numeric = (name, v) => {
+    const n = Number(v);
+    if (v === undefined || !Number.isFinite(n) || n < 0) usage(`${name} needs a number`);
+    return n;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const v = argv[i + 1];
+    switch (a) {
+      case "--port": opts.port = numeric(a, v); i++; break;
+      case "--host": opts.host = v ?? usage("--host needs a value"); i++; break;
+      case "--persist": opts.persist = v ?? usage("--persist needs a directory"); i++; break;
+      case "--port-file": opts.portFile = v ?? usage("--port-file needs a path"); i++; break;
+      case "--heartbeat-interval": opts.heartbeat = numeric(a, v); i++; break;
+      case "--stall-after": opts.stall = numeric(a, v); i++; break;
+      case "--config": opts.config = v ?? usage("--config needs JSON"); i++; break;
+      case "-h": case "--help": usage(); break;
+      default: usage(`unknown argument ${a}`);
+    }
+  }
+  if (opts.port === null || !Number.isInteger(opts.port) || opts.port > 65535) {
+    usage("--port is required (0 picks a free port)");
+  }
+  return opts;
+}
+
+function signingKey(persist) {
+  if (process.env.GLEANER_BLOB_SIGNING_KEY) return process.env.GLEANER_BLOB_SIGNING_KEY;
+  if (!persist) return randomBytes(32).toString("hex");
+  const file = join(persist, "blob-signing-key");
+  if (existsSync(file)) return readFileSync(file, "utf8").trim();
+  const key = randomBytes(32).toString("hex");
+  writeFileSync(`${file}.tmp`, key, { mode: 0o600 });
+  renameSync(`${file}.tmp`, file);
+  return key;
+}
+
+const opts = parseArgs(process.argv.slice(2));
+const wasmPath = join(here, "gleaner_edge.wasm");
+if (!existsSync(wasmPath)) {
+  console.error("serve: wasm/gleaner_edge.wasm is missing; build it with wasm/build.sh");
+  process.exit(1);
+}
+if (opts.persist) mkdirSync(opts.persist, { recursive: true });
+
+let config = {};
+try {
+  config = JSON.parse(opts.config ?? process.env.GLEANER_CONFIG ?? "{}");
+} catch (e) {
+  usage(`--config is not valid JSON: ${e.message}`);
+}
+if (opts.heartbeat !== undefined) config.heartbeat_interval_s = opts.heartbeat;
+if (opts.stall !== undefined) config.stall_after_s = opts.stall;
+
+const bindings = {
+  GLEANER_BLOB_SIGNING_KEY: signingKey(opts.persist),
+  GLEANER_CONFIG: JSON.stringify(config),
+};
+if (process.env.GLEANER_OPERATOR_TOKEN) {
+  bindings.GLEANER_OPERATOR_TOKEN = process.env.GLEANER_OPERATOR_TOKEN;
+}
+if (process.env.GLEANER_PUBLIC_URL) bindings.GLEANER_PUBLIC_URL = process.env.GLEANER_PUBLIC_URL;
+
+const mf = new Miniflare({
+  host: opts.host,
+  port: opts.port,
+  compatibilityDate: "2025-01-01",
+  modulesRoot: here,
+  modules: [
+    { type: "ESModule", path: join(here, "worker.mjs") },
+    { type: "CompiledWasm", path: wasmPath },
+  ],
+  bindings,
+  d1Databases: { DB: "gleaner" },
+  r2Buckets: { BLOBS: "gleaner-blobs" },
+  d1Persist: opts.persist ? join(opts.persist, "d1") : false,
+  r2Persist: opts.persist ? join(opts.persist, "r2") : false,
+  unsafeTriggerHandlers: true,
+});
+
+const url = await mf.ready;
+const port = Number(url.port);
+console.log(`gleaner edge coordinator (Miniflare) listening on http://${opts.host}:${port}`);
+console.log(`maintenance tick: curl http://${opts.host}:${port}/cdn-cgi/handler/scheduled`);
+if (opts.portFile) {
+  writeFileSync(`${opts.portFile}.tmp`, `${port}\n`);
+  renameSync(`${opts.portFile}.tmp`, opts.portFile);
+}
+
+let stopping = false;
+async function stop() {
+  if (stopping) return;
+  stopping = true;
+  await mf.dispose();
+  process.exit(0);
+}
+process.on("SIGTERM", stop);
+process.on("SIGINT", stop);

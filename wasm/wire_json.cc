@@ -1,0 +1,487 @@
+#include "wasm/wire_json.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+
+#include "shared/sha256.h"
+
+namespace gleaner::edge {
+
+using core::Batch;
+using core::BatchResult;
+using core::CoreConfig;
+using core::HttpRequest;
+using core::HttpResponse;
+using core::Rows;
+using core::SqlValue;
+
+namespace {
+
+const char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+int B64Value(char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
+}
+
+// Strict UTF-8 check (no overlongs, no surrogates, <= U+10FFFF).
+bool IsUtf8(const std::string& s) {
+  size_t i = 0;
+  const size_t n = s.size();
+  while (i < n) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    int len = 0;
+    uint32_t cp = 0;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + size_t(len) > n) return false;
+    for (int k = 1; k < len; ++k) {
+      unsigned char cc = static_cast<unsigned char>(s[i + size_t(k)]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return false;
+    }
+    i += size_t(len);
+  }
+  return true;
+}
+
+// Reads a JSON value the shell produced into an SqlValue; false for arrays/objects.
+bool SqlValueFromJson(const Json& v, SqlValue* out) {
+  if (v.is_null()) {
+    *out = SqlValue::Null();
+  } else if (v.is_boolean()) {
+    *out = SqlValue(int64_t(v.get<bool>() ? 1 : 0));
+  } else if (v.is_number_unsigned()) {
+    uint64_t u = v.get<uint64_t>();
+    if (u > uint64_t(INT64_MAX)) return false;
+    *out = SqlValue(int64_t(u));
+  } else if (v.is_number_integer()) {
+    *out = SqlValue(v.get<int64_t>());
+  } else if (v.is_number_float()) {
+    *out = SqlValue(v.get<double>());
+  } else if (v.is_string()) {
+    *out = SqlValue(v.get<std::string>());
+  } else {
+    return false;
+  }
+  return true;
+}
+
+Code CodeFromName(const std::string& name) {
+  if (name == "conflict") return Code::kConflict;
+  if (name == "unavailable") return Code::kUnavailable;
+  return Code::kInternal;
+}
+
+BatchResult Malformed(const std::string& what) {
+  BatchResult r;
+  r.status = Status::Internal("malformed batch result from the shell: " + what);
+  return r;
+}
+
+}  // namespace
+
+std::string Base64Encode(const std::string& bytes) {
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    uint32_t v = uint32_t(uint8_t(bytes[i])) << 16 | uint32_t(uint8_t(bytes[i + 1])) << 8 |
+                 uint32_t(uint8_t(bytes[i + 2]));
+    out += kB64[v >> 18];
+    out += kB64[(v >> 12) & 63];
+    out += kB64[(v >> 6) & 63];
+    out += kB64[v & 63];
+  }
+  size_t rest = bytes.size() - i;
+  if (rest > 0) {
+    uint32_t v = uint32_t(uint8_t(bytes[i])) << 16;
+    if (rest == 2) v |= uint32_t(uint8_t(bytes[i + 1])) << 8;
+    out += kB64[v >> 18];
+    out += kB64[(v >> 12) & 63];
+    out += rest == 2 ? kB64[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+bool Base64Decode(const std::string& text, std::string* out) {
+  if (text.size() % 4 != 0) return false;
+  std::string bytes;
+  bytes.reserve(text.size() / 4 * 3);
+  for (size_t i = 0; i < text.size(); i += 4) {
+    int v[4];
+    int pad = 0;
+    for (int k = 0; k < 4; ++k) {
+      char c = text[i + size_t(k)];
+      if (c == '=' && i + 4 == text.size() && k >= 2) {
+        v[k] = 0;
+        ++pad;
+      } else {
+        if (pad > 0) return false;  // data after padding
+        v[k] = B64Value(c);
+        if (v[k] < 0) return false;
+      }
+    }
+    uint32_t w = uint32_t(v[0]) << 18 | uint32_t(v[1]) << 12 | uint32_t(v[2]) << 6 | uint32_t(v[3]);
+    bytes += char(w >> 16);
+    if (pad < 2) bytes += char((w >> 8) & 0xFF);
+    if (pad < 1) bytes += char(w & 0xFF);
+  }
+  *out = std::move(bytes);
+  return true;
+}
+
+Result<CoreConfig> ConfigFromJson(const Json& j) {
+  if (!j.is_object()) return Status::Invalid("config must be a JSON object");
+  static const char* const kKeys[] = {"heartbeat_interval_s",
+                                      "stall_after_s",
+                                      "keep_checkpoints",
+                                      "default_max_failures",
+                                      "quarantine_failures",
+                                      "quarantine_window_s",
+                                      "autoscale_min",
+                                      "autoscale_max",
+                                      "retry_after_s",
+                                      "public_url",
+                                      "blob_signing_key",
+                                      "blob_url_ttl_s",
+                                      "max_request_body",
+                                      "max_upload_bytes",
+                                      "max_checkpoint_bytes",
+                                      "max_output_bytes",
+                                      "s3",
+                                      nullptr};
+  CoreConfig c;
+  FieldReader f(j, "config.");
+  f.OnlyKeys(kKeys);
+  f.Number("heartbeat_interval_s", &c.heartbeat_interval_s, false, 0, 1e9);
+  // Like the native shell: the stall threshold defaults to twice the heartbeat interval.
+  c.stall_after_s = 2 * c.heartbeat_interval_s;
+  f.Number("stall_after_s", &c.stall_after_s, false, 0, 1e9);
+  int64_t v = 0;
+  if (f.Int("keep_checkpoints", &v, false, 0, 1000000) && f.Has("keep_checkpoints")) {
+    c.keep_checkpoints = int(v);
+  }
+  if (f.Int("default_max_failures", &v, false, 0, 1000000) && f.Has("default_max_failures")) {
+    c.default_max_failures = int(v);
+  }
+  if (f.Int("quarantine_failures", &v, false, 0, 1000000) && f.Has("quarantine_failures")) {
+    c.quarantine_failures = int(v);
+  }
+  f.Number("quarantine_window_s", &c.quarantine_window_s, false, 0, 1e9);
+  if (f.Int("autoscale_min", &v, false, 0, 1000000) && f.Has("autoscale_min")) {
+    c.autoscale_min = int(v);
+  }
+  if (f.Int("autoscale_max", &v, false, 0, 1000000) && f.Has("autoscale_max")) {
+    c.autoscale_max = int(v);
+  }
+  f.Number("retry_after_s", &c.retry_after_s, false, 0, 1e9);
+  f.String("public_url", &c.public_url, false, 2048);
+  f.String("blob_signing_key", &c.blob_signing_key, true, 4096);
+  f.Number("blob_url_ttl_s", &c.blob_url_ttl_s, false, 0, 1e9);
+  f.Int("max_request_body", &c.max_request_body, false, 0, INT64_MAX);
+  f.Int("max_upload_bytes", &c.max_upload_bytes, false, 0, INT64_MAX);
+  f.Int("max_checkpoint_bytes", &c.max_checkpoint_bytes, false, 0, INT64_MAX);
+  f.Int("max_output_bytes", &c.max_output_bytes, false, 0, INT64_MAX);
+  const Json* s3 = nullptr;
+  if (f.Object("s3", &s3, false)) {
+    static const char* const kS3Keys[] = {
+        "endpoint",          "bucket",     "region", "access_key_id",
+        "secret_access_key", "path_style", nullptr};
+    FieldReader g(*s3, "config.s3.");
+    g.OnlyKeys(kS3Keys);
+    g.String("endpoint", &c.s3.endpoint, false, 2048);
+    g.String("bucket", &c.s3.bucket, false, 255);
+    g.String("region", &c.s3.region, false, 64);
+    g.String("access_key_id", &c.s3.access_key_id, false, 256);
+    g.String("secret_access_key", &c.s3.secret_access_key, false, 256);
+    g.Bool("path_style", &c.s3.path_style, false);
+    if (!g.ok()) return g.status();
+  }
+  if (!f.ok()) return f.status();
+  GLEANER_RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
+Result<HttpRequest> RequestFromJson(const Json& j) {
+  if (!j.is_object()) return Status::Invalid("request must be a JSON object");
+  static const char* const kKeys[] = {"method",      "path",   "query",   "headers",    "body",
+                                      "body_base64", "now_ms", "entropy", "request_id", nullptr};
+  HttpRequest r;
+  FieldReader f(j, "request.");
+  f.OnlyKeys(kKeys);
+  f.String("method", &r.method, true, 16);
+  f.String("path", &r.path, true, 8192);
+  f.String("query", &r.query, false, 65536);
+  f.Int("now_ms", &r.now_ms, true, 0, INT64_MAX);
+  f.String("request_id", &r.request_id, false, 256);
+  std::string entropy_hex;
+  f.String("entropy", &entropy_hex, true, 1024);
+  std::string body_text;
+  f.String("body", &body_text, false, SIZE_MAX);
+  std::string body_b64;
+  f.String("body_base64", &body_b64, false, SIZE_MAX);
+  if (!f.ok()) return f.status();
+  if (!HexDecode(entropy_hex, &r.entropy) || r.entropy.size() < 32) {
+    return Status::Invalid("request.entropy must be at least 32 bytes of hex");
+  }
+  if (!body_b64.empty()) {
+    if (!body_text.empty()) return Status::Invalid("request has both body and body_base64");
+    if (!Base64Decode(body_b64, &r.body)) return Status::Invalid("request.body_base64 is invalid");
+  } else {
+    r.body = std::move(body_text);
+  }
+  auto h = j.find("headers");
+  if (h != j.end() && !h->is_null()) {
+    if (!h->is_array()) return Status::Invalid("request.headers must be an array of pairs");
+    for (const Json& pair : *h) {
+      if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string() || !pair[1].is_string()) {
+        return Status::Invalid("request.headers must be an array of [name, value] strings");
+      }
+      std::string name = pair[0].get<std::string>();
+      for (char& c : name) {
+        if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
+      }
+      r.headers.emplace_back(std::move(name), pair[1].get<std::string>());
+    }
+  }
+  return r;
+}
+
+Json RequestToJson(const HttpRequest& r) {
+  Json headers = Json::array();
+  for (const auto& [k, v] : r.headers) headers.push_back({k, v});
+  Json j = {{"method", r.method},
+            {"path", r.path},
+            {"query", r.query},
+            {"headers", headers},
+            {"now_ms", r.now_ms},
+            {"entropy", HexEncode(r.entropy.data(), r.entropy.size())},
+            {"body_base64", Base64Encode(r.body)}};
+  if (!r.request_id.empty()) j["request_id"] = r.request_id;
+  return j;
+}
+
+Json ResponseToJson(const HttpResponse& r) {
+  Json headers = Json::array();
+  for (const auto& [k, v] : r.headers) headers.push_back({k, v});
+  Json j = {{"status", r.status}, {"content_type", r.content_type}, {"headers", headers}};
+  if (IsUtf8(r.body)) {
+    j["body"] = r.body;
+  } else {
+    j["body_base64"] = Base64Encode(r.body);
+  }
+  return j;
+}
+
+Json SqlValueToJson(const SqlValue& v) {
+  switch (v.type()) {
+    case SqlValue::Type::kNull:
+      return nullptr;
+    case SqlValue::Type::kInt:
+      return v.AsInt();
+    case SqlValue::Type::kReal: {
+      double d = v.AsReal();
+      if (!std::isfinite(d)) return nullptr;  // JSON has no NaN/Inf; SQLite stores them as NULL
+      return d;
+    }
+    case SqlValue::Type::kText:
+      return v.AsText();
+  }
+  return nullptr;
+}
+
+namespace {
+
+struct Placeholder {
+  size_t at = 0;      // offset of '?'
+  size_t length = 0;  // '?' plus its digits
+  size_t index = 0;   // 1-based parameter index (SQLite rules: '?' = highest so far + 1)
+};
+
+// Placeholders of sql outside quotes and comments, or false if it uses named parameters.
+bool FindPlaceholders(const std::string& sql, std::vector<Placeholder>* out, size_t* count) {
+  const size_t n = sql.size();
+  size_t highest = 0;
+  for (size_t i = 0; i < n; ++i) {
+    char c = sql[i];
+    if (c == '\'' || c == '"' || c == '`' || c == '[') {
+      char close = c == '[' ? ']' : c;
+      size_t j = i + 1;
+      while (j < n) {
+        if (sql[j] == close) {
+          if (close != ']' && j + 1 < n && sql[j + 1] == close) {
+            j += 2;  // doubled quote inside the literal
+            continue;
+          }
+          break;
+        }
+        ++j;
+      }
+      i = j;
+    } else if (c == '-' && i + 1 < n && sql[i + 1] == '-') {
+      while (i < n && sql[i] != '\n') ++i;
+    } else if (c == '/' && i + 1 < n && sql[i + 1] == '*') {
+      size_t end = sql.find("*/", i + 2);
+      i = end == std::string::npos ? n : end + 1;
+    } else if (c == '?') {
+      Placeholder p;
+      p.at = i;
+      size_t j = i + 1;
+      size_t number = 0;
+      while (j < n && sql[j] >= '0' && sql[j] <= '9' && number < 100000) {
+        number = number * 10 + size_t(sql[j] - '0');
+        ++j;
+      }
+      p.length = j - i;
+      if (p.length > 1 && (number == 0 || number >= 100000)) return false;
+      p.index = p.length > 1 ? number : highest + 1;
+      if (p.index > highest) highest = p.index;
+      out->push_back(p);
+      i = j - 1;
+    } else if ((c == ':' || c == '@' || c == '$') && i + 1 < n &&
+               (std::isalnum(static_cast<unsigned char>(sql[i + 1])) || sql[i + 1] == '_')) {
+      return false;
+    }
+  }
+  *count = highest;
+  return true;
+}
+
+}  // namespace
+
+Batch InlineIntegerParams(const Batch& b) {
+  Batch out;
+  for (const auto& s : b.statements) {
+    std::vector<Placeholder> holders;
+    size_t count = 0;
+    if (!FindPlaceholders(s.sql, &holders, &count) || count != s.params.size()) {
+      out.statements.push_back(s);
+      continue;
+    }
+    // Parameters that stay bound are renumbered ?1..?K in order of first use.
+    std::vector<size_t> renumbered(s.params.size() + 1, 0);
+    core::Statement t;
+    size_t from = 0;
+    for (const Placeholder& p : holders) {
+      t.sql.append(s.sql, from, p.at - from);
+      const SqlValue& v = s.params[p.index - 1];
+      if (v.type() == SqlValue::Type::kInt) {
+        // Parenthesised so that "-5" never merges with a preceding '-' into a comment.
+        t.sql += "(" + std::to_string(v.AsInt()) + ")";
+      } else {
+        if (renumbered[p.index] == 0) {
+          t.params.push_back(v);
+          renumbered[p.index] = t.params.size();
+        }
+        t.sql += "?" + std::to_string(renumbered[p.index]);
+      }
+      from = p.at + p.length;
+    }
+    t.sql.append(s.sql, from, std::string::npos);
+    out.statements.push_back(std::move(t));
+  }
+  return out;
+}
+
+Json BatchToJson(const Batch& b) {
+  Json statements = Json::array();
+  for (const auto& s : b.statements) {
+    Json params = Json::array();
+    for (const auto& p : s.params) params.push_back(SqlValueToJson(p));
+    statements.push_back({{"sql", s.sql}, {"params", std::move(params)}});
+  }
+  return {{"statements", std::move(statements)}};
+}
+
+BatchResult BatchResultFromJson(const Json& j) {
+  if (!j.is_object()) return Malformed("not an object");
+  auto err = j.find("error");
+  if (err != j.end()) {
+    std::string code, message;
+    FieldReader f(*err, "error.");
+    f.String("code", &code, true, 64);
+    f.String("message", &message, false, 65536);
+    if (!f.ok()) return Malformed(f.status().message());
+    BatchResult r;
+    r.status = Status(CodeFromName(code), message.empty() ? code : message);
+    return r;
+  }
+  auto results = j.find("results");
+  if (results == j.end() || !results->is_array()) return Malformed("no results array");
+  BatchResult r;
+  for (const Json& stmt : *results) {
+    if (!stmt.is_object()) return Malformed("a statement result is not an object");
+    Rows rows;
+    auto cols = stmt.find("columns");
+    if (cols != stmt.end() && !cols->is_null()) {
+      if (!cols->is_array()) return Malformed("columns is not an array");
+      for (const Json& c : *cols) {
+        if (!c.is_string()) return Malformed("a column name is not a string");
+        rows.columns.push_back(c.get<std::string>());
+      }
+    }
+    auto data = stmt.find("rows");
+    if (data != stmt.end() && !data->is_null()) {
+      if (!data->is_array()) return Malformed("rows is not an array");
+      for (const Json& row : *data) {
+        if (!row.is_array() || row.size() != rows.columns.size()) {
+          return Malformed("a row does not match its columns");
+        }
+        std::vector<SqlValue> values;
+        values.reserve(row.size());
+        for (const Json& v : row) {
+          SqlValue sv;
+          if (!SqlValueFromJson(v, &sv)) return Malformed("a value is not a scalar");
+          values.push_back(std::move(sv));
+        }
+        rows.rows.push_back(std::move(values));
+      }
+    }
+    r.results.push_back(std::move(rows));
+  }
+  return r;
+}
+
+Json BatchResultToJson(const BatchResult& r) {
+  if (!r.status.ok()) {
+    return {{"error", {{"code", CodeName(r.status.code())}, {"message", r.status.message()}}}};
+  }
+  Json results = Json::array();
+  for (const Rows& rows : r.results) {
+    Json data = Json::array();
+    for (const auto& row : rows.rows) {
+      Json values = Json::array();
+      for (const auto& v : row) values.push_back(SqlValueToJson(v));
+      data.push_back(std::move(values));
+    }
+    results.push_back({{"columns", rows.columns}, {"rows", std::move(data)}});
+  }
+  return {{"results", std::move(results)}};
+}
+
+}  // namespace gleaner::edge

@@ -1,0 +1,415 @@
+// Gleaner's edge shell: a Cloudflare Worker around the portable core (gleaner_edge.wasm).
+//
+// Only moves bytes (DESIGN §2.1): every decision — routing, auth, validation, scheduling, leases,
+// blob URL checks, maintenance — is the core's. This file turns fetch()/scheduled() into calls
+// of the core's JSON ABI (wasm/abi.cc, wasm/edge_session.h), runs the SQL batches it returns on
+// D1 with db.batch() (atomic), and streams /blobs/<key> bodies to and from R2.
+//
+// Bindings (infra/wrangler.toml): DB (D1), BLOBS (R2); secrets GLEANER_BLOB_SIGNING_KEY,
+// GLEANER_OPERATOR_TOKEN; vars GLEANER_PUBLIC_URL (blob URL base; default: the request's
+// origin), GLEANER_CONFIG (JSON object of core settings, see wasm/wire_json.h).
+import coreModule from "./gleaner_edge.wasm";
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+// Minimal WASI preview1: the core does no I/O; libc may write to stderr when it aborts.
+function wasiImports(getMemory) {
+  const impl = {
+    fd_write(fd, iovs, iovsLen, nwrittenPtr) {
+      const view = new DataView(getMemory().buffer);
+      let text = "";
+      let total = 0;
+      for (let i = 0; i < iovsLen; i++) {
+        const ptr = view.getUint32(iovs + i * 8, true);
+        const len = view.getUint32(iovs + i * 8 + 4, true);
+        text += decoder.decode(new Uint8Array(getMemory().buffer, ptr, len));
+        total += len;
+      }
+      if (text.trim()) console.error(`gleaner core (fd ${fd}): ${text.trimEnd()}`);
+      view.setUint32(nwrittenPtr, total, true);
+      return 0;
+    },
+    random_get(ptr, len) {
+      crypto.getRandomValues(new Uint8Array(getMemory().buffer, ptr, len));
+      return 0;
+    },
+    clock_time_get(_id, _precision, outPtr) {
+      new DataView(getMemory().buffer).setBigUint64(outPtr, BigInt(Date.now()) * 1000000n, true);
+      return 0;
+    },
+    environ_sizes_get(countPtr, sizePtr) {
+      const view = new DataView(getMemory().buffer);
+      view.setUint32(countPtr, 0, true);
+      view.setUint32(sizePtr, 0, true);
+      return 0;
+    },
+    environ_get() {
+      return 0;
+    },
+    proc_exit(code) {
+      throw new Error(`gleaner core exited with ${code}`);
+    },
+  };
+  const ENOSYS = 52;
+  const wasi = {};
+  for (const imp of WebAssembly.Module.imports(coreModule)) {
+    if (imp.module !== "wasi_snapshot_preview1" || imp.kind !== "function") continue;
+    wasi[imp.name] = impl[imp.name] ?? (() => ENOSYS);
+  }
+  return { wasi_snapshot_preview1: wasi };
+}
+
+// One instance of the core per isolate; calls are synchronous, plans live between awaits.
+class Core {
+  constructor() {
+    this.instance = new WebAssembly.Instance(coreModule, wasiImports(() => this.exports.memory));
+    this.exports = this.instance.exports;
+    this.exports._initialize();
+  }
+
+  call(name, text, ...leading) {
+    const bytes = encoder.encode(text);
+    const ptr = this.exports.gl_alloc(bytes.length);
+    new Uint8Array(this.exports.memory.buffer, ptr, bytes.length).set(bytes);
+    let len;
+    try {
+      len = this.exports[name](...leading, ptr, bytes.length);
+    } finally {
+      this.exports.gl_free(ptr);
+    }
+    const out = this.exports.gl_out_ptr();
+    return decoder.decode(new Uint8Array(this.exports.memory.buffer, out, len));
+  }
+
+  init(config) {
+    const error = this.call("gl_init", JSON.stringify(config));
+    if (error) throw new Error(`gleaner core configuration: ${error}`);
+  }
+  start(op) {
+    return JSON.parse(this.call("gl_start", JSON.stringify(op)));
+  }
+  continue(handle, result) {
+    return JSON.parse(this.call("gl_continue", JSON.stringify(result), handle));
+  }
+  drop(handle) {
+    this.exports.gl_drop(handle);
+  }
+  authorizeBlob(query) {
+    return JSON.parse(this.call("gl_authorize_blob", JSON.stringify(query)));
+  }
+}
+
+// D1 error → the BatchResult code the core expects (coordinator/core/sql.h).
+function errorCode(message) {
+  if (/constraint failed|SQLITE_CONSTRAINT/i.test(message)) return "conflict";
+  if (/SQLITE_BUSY|database is locked|overloaded|timed? ?out/i.test(message)) return "unavailable";
+  return "internal";
+}
+
+// Runs one batch atomically; D1 returns rows as objects, so columns come from their keys
+// (the core's SQL names every result column uniquely).
+async function runBatch(db, batch) {
+  if (batch.statements.length === 0) return { results: [] };
+  let outcomes;
+  try {
+    outcomes = await db.batch(batch.statements.map((s) => db.prepare(s.sql).bind(...s.params)));
+  } catch (e) {
+    const message = String(e?.message ?? e);
+    return { error: { code: errorCode(message), message } };
+  }
+  return {
+    results: outcomes.map((o) => {
+      const rows = o.results ?? [];
+      const columns = rows.length ? Object.keys(rows[0]) : [];
+      return { columns, rows: rows.map((r) => columns.map((c) => r[c] ?? null)) };
+    }),
+  };
+}
+
+// Runs a plan to its end: batch → D1 → continue, until the core answers.
+async function drive(core, db, step) {
+  while (!step.done) {
+    let result;
+    try {
+      result = await runBatch(db, step.batch);
+    } catch (e) {
+      core.drop(step.handle);
+      throw e;
+    }
+    step = core.continue(step.handle, result);
+  }
+  return step;
+}
+
+function hex(bytes) {
+  return Array.from(new Uint8Array(bytes), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+function entropy() {
+  return hex(crypto.getRandomValues(new Uint8Array(32)));
+}
+
+function toResponse(r) {
+  const headers = new Headers(r.headers);
+  if (r.content_type) headers.set("content-type", r.content_type);
+  let body = r.body ?? null;
+  if (r.body_base64 !== undefined) {
+    body = Uint8Array.from(atob(r.body_base64), (c) => c.charCodeAt(0));
+  }
+  if (r.status === 204 || r.status === 304) body = null;
+  return new Response(body, { status: r.status, headers });
+}
+
+// Percent-decoded path, or null for a malformed escape.
+function decodePath(pathname) {
+  try {
+    return decodeURIComponent(pathname);
+  } catch {
+    return null;
+  }
+}
+
+function errorResponse(status, code, message) {
+  return Response.json({ error: { code, message } }, { status });
+}
+
+// The core, configured, migrated and with the operator key; once per isolate, retried on failure.
+let ready = null;
+
+function coreConfig(env, origin) {
+  const extra = env.GLEANER_CONFIG
+    ? typeof env.GLEANER_CONFIG === "string"
+      ? JSON.parse(env.GLEANER_CONFIG)
+      : env.GLEANER_CONFIG
+    : {};
+  return {
+    ...extra,
+    public_url: env.GLEANER_PUBLIC_URL || extra.public_url || origin,
+    blob_signing_key: env.GLEANER_BLOB_SIGNING_KEY ?? extra.blob_signing_key ?? "",
+  };
+}
+
+async function setup(env, origin) {
+  const core = new Core();
+  core.init(coreConfig(env, origin));
+  const now = Date.now();
+  // A concurrent isolate may win the migration race; its batch fails whole, so run it again.
+  for (let attempt = 0; ; attempt++) {
+    const done = await drive(core, env.DB, core.start({ op: "migrate" }));
+    if (done.response.status === 200) break;
+    if (attempt >= 3) throw new Error(`migrations failed: ${done.response.body}`);
+  }
+  if (env.GLEANER_OPERATOR_TOKEN) {
+    const done = await drive(
+      core,
+      env.DB,
+      core.start({ op: "bootstrap", token: env.GLEANER_OPERATOR_TOKEN, now_ms: now }),
+    );
+    if (done.response.status !== 200) throw new Error(`operator bootstrap: ${done.response.body}`);
+  }
+  return core;
+}
+
+function getCore(env, origin) {
+  if (!ready) {
+    ready = setup(env, origin);
+    ready.catch(() => {
+      ready = null;
+    });
+  }
+  return ready;
+}
+
+// Deletes superseded blobs after the response; best effort (a later commit retries nothing).
+function deleteBlobs(env, ctx, keys) {
+  if (!keys || keys.length === 0) return;
+  const work = env.BLOBS.delete(keys).catch((e) => console.error(`blob delete: ${e}`));
+  if (ctx?.waitUntil) ctx.waitUntil(work);
+}
+
+// Reads at most limit + 1 bytes of a body (the core answers 413 when it sees more than limit).
+async function readBody(request, limit) {
+  if (!request.body) return new Uint8Array(0);
+  const reader = request.body.getReader();
+  const chunks = [];
+  let size = 0;
+  while (size <= limit) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    chunks.push(value);
+    size += value.length;
+  }
+  reader.cancel().catch(() => {});
+  const out = new Uint8Array(Math.min(size, limit + 1));
+  let at = 0;
+  for (const c of chunks) {
+    const take = Math.min(c.length, out.length - at);
+    out.set(c.subarray(0, take), at);
+    at += take;
+    if (at === out.length) break;
+  }
+  return out;
+}
+
+function bodyField(bytes) {
+  if (bytes.length === 0) return {};
+  try {
+    return { body: new TextDecoder("utf-8", { fatal: true }).decode(bytes) };
+  } catch {
+    let bin = "";
+    for (let i = 0; i < bytes.length; i += 0x8000) {
+      bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+    }
+    return { body_base64: btoa(bin) };
+  }
+}
+
+async function handleApi(core, env, ctx, request, url, path, config) {
+  const limit = config.max_request_body ?? 1 << 20;
+  const bytes = await readBody(request, limit);
+  const req = {
+    method: request.method === "HEAD" ? "GET" : request.method,
+    path,
+    query: url.search.slice(1),
+    headers: [...request.headers],
+    now_ms: Date.now(),
+    entropy: entropy(),
+    request_id: request.headers.get("cf-ray") ?? "",
+    ...bodyField(bytes),
+  };
+  const done = await drive(core, env.DB, core.start({ op: "request", request: req }));
+  deleteBlobs(env, ctx, done.blob_deletes);
+  return toResponse(done.response);
+}
+
+// Streams a PUT body into R2 while hashing it (DigestStream), then records it in the core.
+async function putBlob(core, env, request, grant) {
+  const length = Number(request.headers.get("content-length") ?? NaN);
+  if (!Number.isSafeInteger(length) || length < 0) {
+    return errorResponse(411, "length_required", "blob uploads need a Content-Length header");
+  }
+  if (grant.max_size >= 0 && length > grant.max_size) {
+    return errorResponse(413, "too_large", `body exceeds the URL's limit of ${grant.max_size} bytes`);
+  }
+  const digest = new crypto.DigestStream("SHA-256");
+  const sized = new FixedLengthStream(length);
+  const [toStore, toHash] = (request.body ?? new Blob([]).stream()).tee();
+  const hashing = toHash.pipeTo(digest);
+  const piping = toStore.pipeTo(sized.writable);
+  let object;
+  try {
+    [object] = await Promise.all([env.BLOBS.put(grant.key, sized.readable), piping, hashing]);
+  } catch (e) {
+    return errorResponse(400, "bad_request", `upload failed: ${e?.message ?? e}`);
+  }
+  const sha256 = hex(await digest.digest);
+  if (grant.sha256 && grant.sha256 !== sha256) {
+    await env.BLOBS.delete(grant.key);
+    return errorResponse(
+      400,
+      "bad_request",
+      `sha256 mismatch: body hashes to ${sha256}, URL expects ${grant.sha256}`,
+    );
+  }
+  const done = await drive(
+    core,
+    env.DB,
+    core.start({ op: "blob_stored", key: grant.key, size: object.size, sha256, now_ms: Date.now() }),
+  );
+  return toResponse(done.response);
+}
+
+// One byte range of an object of `size` bytes ("bytes=a-b", "bytes=a-", "bytes=-n"), or null.
+function parseRange(header, size) {
+  const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
+  if (!m || size <= 0 || (m[1] === "" && m[2] === "")) return null;
+  if (m[1] === "") {
+    const n = Number(m[2]);
+    if (n <= 0) return null;
+    return { offset: Math.max(0, size - n), length: Math.min(n, size) };
+  }
+  const first = Number(m[1]);
+  const last = m[2] === "" ? size - 1 : Math.min(Number(m[2]), size - 1);
+  if (first >= size || last < first) return null;
+  return { offset: first, length: last - first + 1 };
+}
+
+async function getBlob(env, grant, request) {
+  const head = request.method === "HEAD";
+  const rangeHeader = request.headers.get("range");
+  let range = null;
+  if (rangeHeader) {
+    const meta = await env.BLOBS.head(grant.key);
+    if (!meta) return errorResponse(404, "not_found", "no such object");
+    range = parseRange(rangeHeader, meta.size);
+    if (!range) {
+      const r = errorResponse(416, "bad_request", "range not satisfiable (one range within the object)");
+      r.headers.set("content-range", `bytes */${meta.size}`);
+      return r;
+    }
+  }
+  const object = head
+    ? await env.BLOBS.head(grant.key)
+    : await env.BLOBS.get(grant.key, range ? { range } : undefined);
+  if (!object) return errorResponse(404, "not_found", "no such object");
+  const headers = new Headers({ "content-type": "application/octet-stream", etag: object.httpEtag });
+  headers.set("content-length", String(range ? range.length : object.size));
+  if (range) {
+    const end = range.offset + range.length - 1;
+    headers.set("content-range", `bytes ${range.offset}-${end}/${object.size}`);
+  }
+  return new Response(head ? null : object.body, { status: range ? 206 : 200, headers });
+}
+
+async function handleBlob(core, env, request, url, path) {
+  const method = request.method === "HEAD" ? "GET" : request.method;
+  if (method !== "PUT" && method !== "GET") {
+    return errorResponse(404, "not_found", "blobs support only PUT and GET");
+  }
+  const auth = core.authorizeBlob({
+    method,
+    path,
+    query: url.search.slice(1),
+    now_ms: Date.now(),
+  });
+  if (!auth.ok) return toResponse(auth.response);
+  if (method === "PUT") return putBlob(core, env, request, auth.grant);
+  return getBlob(env, auth.grant, request);
+}
+
+export default {
+  async fetch(request, env, ctx) {
+    const url = new URL(request.url);
+    let core;
+    try {
+      core = await getCore(env, url.origin);
+    } catch (e) {
+      console.error(`gleaner edge setup: ${e?.stack ?? e}`);
+      return errorResponse(503, "unavailable", `coordinator is starting: ${e?.message ?? e}`);
+    }
+    try {
+      const path = decodePath(url.pathname);
+      if (path === null) return errorResponse(400, "bad_request", "malformed percent-encoding in path");
+      if (path.startsWith("/blobs/")) return await handleBlob(core, env, request, url, path);
+      return await handleApi(core, env, ctx, request, url, path, coreConfig(env, url.origin));
+    } catch (e) {
+      console.error(`gleaner edge: ${e?.stack ?? e}`);
+      return errorResponse(500, "internal", "the edge shell failed to run the request");
+    }
+  },
+
+  // Cron trigger: one maintenance tick (reap stalls, quarantine, autoscaler target).
+  async scheduled(controller, env, ctx) {
+    // Without GLEANER_PUBLIC_URL the blob URL base is the first request's origin, so a cron
+    // tick that starts an isolate must not fix it: it gets a core of its own (maintenance
+    // mints no URLs).
+    const core =
+      env.GLEANER_PUBLIC_URL || ready
+        ? await getCore(env, env.GLEANER_PUBLIC_URL)
+        : await setup(env, "http://localhost");
+    const done = await drive(core, env.DB, core.start({ op: "maintenance", now_ms: Date.now() }));
+    deleteBlobs(env, ctx, done.blob_deletes);
+    if (done.response.status >= 300) throw new Error(`maintenance: ${done.response.body}`);
+  },
+};
