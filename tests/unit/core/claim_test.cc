@@ -72,8 +72,10 @@ TEST_CASE("claim: stalled running jobs come before pending ones, even of higher 
   CHECK(r.json["job"]["id"] == first);
   CHECK(r.json["lease"]["epoch"] == 2);
   // The stalled lease's segment was closed as 'stalled' in the same batch.
-  Rows segs = env.Query("SELECT epoch, node_id, end_reason FROM segments WHERE job_id = ? "
-                        "ORDER BY epoch", {first});
+  Rows segs = env.Query(
+      "SELECT epoch, node_id, end_reason FROM segments WHERE job_id = ? "
+      "ORDER BY epoch",
+      {first});
   REQUIRE(segs.rows.size() == 2);
   CHECK(segs.Get(0, "end_reason").AsText() == "stalled");
   CHECK(segs.Get(1, "end_reason").is_null());
@@ -158,13 +160,15 @@ TEST_CASE("claim: each claim increments the epoch; resume is the latest committe
 
 TEST_CASE("claim: the segment snapshots the GPU's own price when one is set", "[claim]") {
   TestEnv env;
-  REQUIRE(env.Put("/v1/prices", env.operator_token, {{"gpu", "H100"}, {"usd_per_hour", 2.5}})
-              .status == 200);
+  REQUIRE(
+      env.Put("/v1/prices", env.operator_token, {{"gpu", "H100"}, {"usd_per_hour", 2.5}}).status ==
+      200);
   std::string dev = env.Developer();
   std::string job = env.Submit(dev);
   NodeRef n = env.Node("h", 81920, "H100");
   env.ClaimedJob(n);
-  REQUIRE(env.Put("/v1/prices", env.operator_token, {{"gpu", "H100"}, {"usd_per_hour", 9.0}})
-              .status == 200);
+  REQUIRE(
+      env.Put("/v1/prices", env.operator_token, {{"gpu", "H100"}, {"usd_per_hour", 9.0}}).status ==
+      200);
   CHECK(env.Query("SELECT usd_per_hour FROM segments").rows[0][0].AsReal() == Approx(2.5));
 }
