@@ -137,7 +137,7 @@ Plan HandleComplete(CtxPtr ctx) {
   });
 }
 
-// {epoch, reason} -> {job_id, state: "pending" | "failed", failures, node_quarantined}.
+// {epoch, reason?} -> {job_id, state: "pending" | "failed", failures, node_quarantined}.
 // Bans (job, node); failures += 1; the job goes back to pending, or to failed once failures
 // reach max_failures (each failure is from a distinct node, since banned nodes never get the
 // job again). The node is quarantined when it has quarantine_failures failed jobs within
@@ -148,9 +148,9 @@ Plan HandleFail(CtxPtr ctx) {
   int64_t epoch = 0;
   std::string reason;
   ReadEpoch(r, &epoch);
-  r.String("reason", &reason, true, 65536);
+  r.String("reason", &reason, false, 65536);
   if (!r.ok()) return Plan::Fail(r.status());
-  reason = Truncate(reason, 4000);
+  reason = reason.empty() ? "failed" : Truncate(reason, 4000);
   const std::string& job = ctx->args[0];
   const std::string& node = ctx->caller.id;
   const int64_t now = ctx->now();

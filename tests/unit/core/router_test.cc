@@ -153,7 +153,7 @@ TEST_CASE("node writes with missing or wrong-typed fields are 400 and change not
        {{"epoch", 1},
         {"outputs", Json::array({{{"name", "a"}, {"sha256", sha}, {"size", 1}},
                                  {{"name", "a"}, {"sha256", sha}, {"size", 1}}})}}},
-      {b + "/fail", {{"epoch", 1}}},
+      {b + "/fail", Json::object()},
       {b + "/fail", {{"epoch", 1}, {"reason", 5}}},
       {b + "/release", {{"epoch", -3}}},
   };
