@@ -129,7 +129,7 @@ TEST_CASE("claim: a quarantined node gets 204 and nothing changes", "[claim]") {
   CHECK(env.ClaimedJob(n) == job);
 }
 
-TEST_CASE("claim: each claim increments the epoch; resume is the latest committed checkpoint",
+TEST_CASE("claim: each claim increments the epoch - resume is the latest committed checkpoint",
           "[claim]") {
   TestEnv env;
   std::string dev = env.Developer();

@@ -51,7 +51,7 @@ TEST_CASE("uploads: URI, sanitised key, PUT URL bound to size and sha256", "[job
   }
 }
 
-TEST_CASE("jobs: created pending with normalised params; the view has every field", "[jobs]") {
+TEST_CASE("jobs: created pending with normalised params - the view has every field", "[jobs]") {
   TestEnv env;
   std::string dev = env.Developer();
   Resp r = env.Post(
@@ -83,7 +83,7 @@ TEST_CASE("jobs: created pending with normalised params; the view has every fiel
   CHECK(got.json == j);
 }
 
-TEST_CASE("jobs: another developer's job is 404; operators see everything", "[jobs]") {
+TEST_CASE("jobs: another developer's job is 404 - operators see everything", "[jobs]") {
   TestEnv env;
   std::string alice = env.Developer(), bob = env.Developer();
   std::string job = env.Submit(alice);

@@ -16,7 +16,7 @@ Resp Tick(TestEnv& env) {
 }
 }  // namespace
 
-TEST_CASE("maintenance closes stalled segments; the job stays running and is claimed first",
+TEST_CASE("maintenance closes stalled segments - the job stays running and is claimed first",
           "[maintenance]") {
   TestEnv env;
   std::string dev = env.Developer();
@@ -83,7 +83,7 @@ TEST_CASE("autoscaler target = clamp(running + pending, min, max) recorded in sc
 }
 
 TEST_CASE(
-    "a node failing quarantine_failures jobs within the window is quarantined; restore "
+    "a node failing quarantine_failures jobs within the window is quarantined - restore "
     "resets",
     "[maintenance]") {
   TestEnv env;  // 3 failures within 3600 s

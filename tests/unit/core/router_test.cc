@@ -204,7 +204,7 @@ TEST_CASE("docs/api.md lists every route", "[router][docs]") {
   }
 }
 
-TEST_CASE("keys: operator mints keys of the three roles; bad roles are 400", "[router]") {
+TEST_CASE("keys: operator mints keys of the three roles - bad roles are 400", "[router]") {
   TestEnv env;
   Resp r = env.Post("/v1/keys", env.operator_token, {{"role", "developer"}, {"name", "alice"}});
   REQUIRE(r.status == 201);
