@@ -51,7 +51,10 @@ Plan HandleHeartbeat(CtxPtr ctx) {
       "WHERE " +
           guard + " RETURNING lease_expires_at",
       Cat({expires, step, now}, gp));
-  b.Add("UPDATE nodes SET last_seen_at = ? WHERE id = ?", {now, ctx->caller.id});
+  // Only a heartbeat that held the lease counts as a sign of life (a 409 changes nothing).
+  b.Add("UPDATE nodes SET last_seen_at = ? WHERE id = ? AND EXISTS (SELECT 1 FROM jobs WHERE " +
+            guard + ")",
+        Cat({now, ctx->caller.id}, gp));
   b.Add(std::string("SELECT ") + kLeaseColumns + " FROM jobs WHERE id = ?", {ctx->args[0]});
   return Plan::Run(std::move(b), [ctx, epoch, step](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
