@@ -252,10 +252,6 @@ void HttpServer::Impl::HandleBlobGet(const httplib::Request& req, httplib::Respo
 }
 
 void HttpServer::Impl::Install() {
-  svr.set_tcp_nodelay(true);
-  const size_t threads = size_t(options.threads);
-  svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  svr.set_keep_alive_timeout(time_t(std::ceil(options.keep_alive_timeout_s)));
   // Blob bodies are bounded by their signed grant and JSON bodies by max_request_body, both
   // enforced while streaming; httplib's own limit only caps what it would buffer itself.
   svr.set_payload_max_length(size_t(coord->config().max_request_body));
@@ -327,6 +323,14 @@ HttpServer::~HttpServer() {
 
 Result<int> HttpServer::Bind() {
   try {
+    // Socket options apply to the listening socket (accepted sockets inherit them), so they must
+    // be set before binding. Without TCP_NODELAY every keep-alive response after the first
+    // waits ~40 ms for a delayed ACK.
+    httplib::Server& svr = impl_->svr;
+    svr.set_tcp_nodelay(true);
+    const size_t threads = size_t(impl_->options.threads);
+    svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    svr.set_keep_alive_timeout(time_t(std::ceil(impl_->options.keep_alive_timeout_s)));
     int port;
     if (impl_->options.port == 0) {
       port = impl_->svr.bind_to_any_port(impl_->options.host);

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "tests/integration/coordinator_fixture.h"
@@ -279,4 +280,25 @@ TEST_CASE("two coordinators start on one database at once", "[coordinator]") {
   REQUIRE(pb);
   CHECK(HttpClient("127.0.0.1", *pa).Get("/healthz").status == 200);
   CHECK(HttpClient("127.0.0.1", *pb).Get("/healthz").status == 200);
+}
+
+TEST_CASE("keep-alive responses are not held back by delayed ACKs", "[coordinator]") {
+  // Without TCP_NODELAY on the listening socket every response after the first on a connection
+  // waits ~40 ms for the client's delayed ACK.
+  TempDir dir;
+  CoordinatorProcess coord(dir.path());
+  std::string error;
+  REQUIRE(coord.Start(&error));
+  HttpClient client = coord.Client();
+  REQUIRE(client.Get("/healthz").status == 200);
+  std::vector<double> ms;
+  for (int i = 0; i < 21; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    REQUIRE(client.Get("/healthz").status == 200);
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  INFO("median " << ms[10] << " ms");
+  CHECK(ms[10] < 20);
 }
