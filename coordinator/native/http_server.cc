@@ -4,6 +4,7 @@
 #include <httplib.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -253,12 +254,24 @@ void HttpServer::Impl::HandleBlobGet(const httplib::Request& req, httplib::Respo
 
 void HttpServer::Impl::Install() {
   // Blob bodies are bounded by their signed grant and JSON bodies by max_request_body, both
-  // enforced while streaming; httplib's own limit only caps what it would buffer itself.
-  svr.set_payload_max_length(size_t(coord->config().max_request_body));
-
-  svr.set_pre_routing_handler([](const httplib::Request&, httplib::Response& res) {
+  // enforced while streaming by the handlers; httplib's own cap must let the largest object by.
+  const core::CoreConfig& config = coord->config();
+  svr.set_payload_max_length(
+      size_t(std::max({config.max_request_body, config.max_upload_bytes,
+                       config.max_checkpoint_bytes, config.max_output_bytes})));
+  const int64_t max_body = config.max_request_body;
+  svr.set_pre_routing_handler([max_body](const httplib::Request& req, httplib::Response& res) {
     t_request_start = SteadyClock::now();
     res.set_header("X-Request-Id", "req_" + HexEncode(RandomBytes(8).data(), 8));
+    // Methods without a streaming handler would have httplib buffer the whole body: refuse
+    // anything but a small one before it is read.
+    bool streamed = req.method == "POST" || req.method == "PUT" || req.method == "PATCH" ||
+                    req.method == "DELETE";
+    if (!streamed && (DeclaredLength(req) > max_body || req.has_header("Transfer-Encoding"))) {
+      CloseAfter(res);
+      SendError(Status(Code::kTooLarge, "request body not allowed here"), res);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     return httplib::Server::HandlerResponse::Unhandled;
   });
   auto with_body = [this](const httplib::Request& req, httplib::Response& res,
