@@ -7,7 +7,7 @@ packages=(
   clang-14 lld-14 llvm-14 libclang-rt-14-dev
   libcpp-httplib-dev libsqlitecpp-dev libsqlite3-dev sqlite3 libssl-dev openssl
   libcurl4-openssl-dev nlohmann-json3-dev catch2 libtorch-dev
-  nodejs npm
+  nodejs npm jq bsdextrautils
 )
 missing=()
 for p in "${packages[@]}"; do
