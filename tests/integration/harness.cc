@@ -22,9 +22,10 @@ namespace gleaner::testing {
 
 // ---- files ---------------------------------------------------------------------------------
 
-TempDir::TempDir(const std::string& prefix) {
-  const char* base = std::getenv("TMPDIR");
-  std::string templ = std::string(base && *base ? base : "/tmp") + "/" + prefix + "-XXXXXX";
+TempDir::TempDir(const std::string& prefix, const std::string& base) {
+  const char* env = std::getenv("TMPDIR");
+  std::string root = !base.empty() ? base : env && *env ? env : "/tmp";
+  std::string templ = root + "/" + prefix + "-XXXXXX";
   std::vector<char> buf(templ.begin(), templ.end());
   buf.push_back('\0');
   if (::mkdtemp(buf.data()) != nullptr) path_ = buf.data();
@@ -33,6 +34,14 @@ TempDir::TempDir(const std::string& prefix) {
 TempDir::~TempDir() {
   const char* keep = std::getenv("GLEANER_KEEP_TEMP");
   if (!path_.empty() && !(keep && std::string(keep) == "1")) RemoveAll(path_);
+}
+
+std::string MemoryTempBase() {
+  struct stat st;
+  if (::stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) && ::access("/dev/shm", W_OK) == 0) {
+    return "/dev/shm";
+  }
+  return "";
 }
 
 std::string ReadFile(const std::string& path, const std::string& fallback) {
