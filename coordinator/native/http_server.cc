@@ -49,6 +49,27 @@ void CloseAfter(httplib::Response& res) {
   res.set_header("Connection", "close");
 }
 
+// Bodies up to this size are read and discarded before an early error answer, so that simple
+// clients that only read the response after sending everything still see it.
+constexpr int64_t kDrainLimit = int64_t(8) << 20;
+
+// Reads and discards the body of a refused request (up to kDrainLimit); marks the connection
+// for closing unless the whole body was consumed.
+void DrainBody(const httplib::Request& req, const httplib::ContentReader* reader,
+               httplib::Response& res) {
+  int64_t declared = -1;
+  if (req.has_header("Content-Length")) {
+    declared = std::strtoll(req.get_header_value("Content-Length").c_str(), nullptr, 10);
+  }
+  if (reader == nullptr || declared < 0 || declared > kDrainLimit) return CloseAfter(res);
+  int64_t seen = 0;
+  bool ok = (*reader)([&](const char*, size_t len) {
+    seen += int64_t(len);
+    return seen <= kDrainLimit;
+  });
+  if (!ok) CloseAfter(res);
+}
+
 bool SplitTarget(const httplib::Request& req, std::string* path, std::string* query) {
   const std::string& target = req.target.empty() ? req.path : req.target;
   size_t q = target.find('?');
@@ -123,7 +144,7 @@ void HttpServer::Impl::HandleApi(const httplib::Request& req, httplib::Response&
   const int64_t limit = coord->config().max_request_body;
   if (reader != nullptr) {
     if (DeclaredLength(req) > limit) {
-      CloseAfter(res);
+      DrainBody(req, reader, res);
       return SendError(
           Status(Code::kTooLarge, "request body exceeds " + std::to_string(limit) + " bytes"), res);
     }
@@ -172,16 +193,16 @@ void HttpServer::Impl::HandleBlobPut(const httplib::Request& req, httplib::Respo
                                      const std::string& query) {
   auto grant = coord->AuthorizeBlob("PUT", path, query, clock->NowMs());
   if (!grant.ok()) {
-    CloseAfter(res);
+    DrainBody(req, reader, res);
     return SendError(grant.status(), res);
   }
   if (!BlobStore::ValidKey(grant->key) || reader == nullptr) {
-    CloseAfter(res);
+    DrainBody(req, reader, res);
     return SendError(Status::Invalid("invalid blob key"), res);
   }
   const int64_t declared = DeclaredLength(req);
   if (grant->max_size >= 0 && declared > grant->max_size) {
-    CloseAfter(res);
+    DrainBody(req, reader, res);
     return SendError(Status(Code::kTooLarge, "body exceeds the URL's limit of " +
                                                  std::to_string(grant->max_size) + " bytes"),
                      res);

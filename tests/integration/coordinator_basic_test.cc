@@ -308,3 +308,36 @@ TEST_CASE("keep-alive responses are not held back by delayed ACKs", "[coordinato
   INFO("median " << ms[10] << " ms");
   CHECK(ms[10] < 20);
 }
+
+TEST_CASE("S3 settings reach the core: upload URLs are presigned for the bucket",
+          "[coordinator][s3]") {
+  TempDir dir;
+  for (bool virtual_hosted : {false, true}) {
+    CoordinatorOptions o;
+    o.name = virtual_hosted ? "vh" : "path";
+    o.extra_args = {"--s3-endpoint",  "http://s3.test:9000", "--s3-bucket",
+                    "gleaner-bucket", "--s3-region",         "eu-west-1"};
+    if (virtual_hosted) o.extra_args.push_back("--s3-virtual-hosted");
+    o.env = {{"AWS_ACCESS_KEY_ID", "AKIDTEST"}, {"AWS_SECRET_ACCESS_KEY", "secret-test"}};
+    CoordinatorProcess coord(dir.path(), o);
+    std::string error;
+    REQUIRE(coord.Start(&error));
+    auto dev = CreateKey(coord, "developer", &error);
+    REQUIRE(dev);
+    HttpResult r = coord.Client(*dev).Post(
+        "/v1/uploads", {{"name", "d.bin"}, {"size", 3}, {"sha256", std::string(64, 'a')}});
+    INFO(r.Describe());
+    REQUIRE(r.status / 100 == 2);
+    std::string url = r.json()["url"].get<std::string>();
+    INFO(url);
+    if (virtual_hosted) {
+      CHECK(url.rfind("http://gleaner-bucket.s3.test:9000/", 0) == 0);
+    } else {
+      CHECK(url.rfind("http://s3.test:9000/gleaner-bucket/", 0) == 0);
+    }
+    CHECK(url.find("X-Amz-Signature=") != std::string::npos);
+    CHECK(url.find("AKIDTEST") != std::string::npos);
+    CHECK(url.find("eu-west-1") != std::string::npos);
+    CHECK(url.find("secret-test") == std::string::npos);
+  }
+}

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -312,8 +313,18 @@ std::string HttpResult::Describe() const {
   return std::to_string(status) + " " + body;
 }
 
+namespace {
+// A server may answer early and close while a request body is still being sent; that must be
+// an error result, not a SIGPIPE that kills the test process.
+void IgnoreSigpipe() {
+  static std::once_flag once;
+  std::call_once(once, [] { ::signal(SIGPIPE, SIG_IGN); });
+}
+}  // namespace
+
 struct HttpClient::Impl {
   explicit Impl(const std::string& base) : cli(base) {
+    IgnoreSigpipe();
     cli.set_tcp_nodelay(true);
     cli.set_url_encode(false);  // send paths and signed queries byte for byte
     cli.set_keep_alive(true);
@@ -419,6 +430,7 @@ HttpResult HttpClient::Fetch(const std::string& method, const std::string& url,
     bad.error = "not an absolute URL: " + url;
     return bad;
   }
+  IgnoreSigpipe();
   try {
     httplib::Client cli(url.substr(0, slash));
     cli.set_tcp_nodelay(true);
