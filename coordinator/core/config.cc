@@ -18,6 +18,9 @@ Status CoreConfig::Validate() const {
   if (autoscale_min < 0 || autoscale_max < autoscale_min || autoscale_max > 100000) {
     return Status::Invalid("autoscaler bounds must satisfy 0 <= min <= max <= 100000");
   }
+  if (!(autoscale_idle_window_s >= 0 && autoscale_idle_window_s <= 7 * 86400)) {
+    return Status::Invalid("autoscaler idle window must be in [0, 604800] seconds");
+  }
   if (blob_signing_key.size() < 16) {
     return Status::Invalid("blob signing key must be at least 16 bytes");
   }

@@ -28,6 +28,7 @@ struct CoreConfig {
   double quarantine_window_s = 3600;
   int autoscale_min = 0;
   int autoscale_max = 40;
+  double autoscale_idle_window_s = 600;  // nodes that completed a job this recently stay warm
   double retry_after_s = 5;            // Retry-After on 204 from /v1/work
 
   std::string public_url = "http://127.0.0.1:8080";  // base of built-in blob URLs

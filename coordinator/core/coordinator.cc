@@ -57,8 +57,8 @@ Plan Coordinator::Handle(const HttpRequest& request) const {
   return RouteRequest(&config_, request);
 }
 
-Plan Coordinator::MaintenancePlan(int64_t now_ms) const {
-  return MaintenanceTick(&config_, now_ms);
+Plan Coordinator::MaintenancePlan(int64_t now_ms, const PoolObservation& pool) const {
+  return MaintenanceTick(&config_, now_ms, pool);
 }
 
 Result<BlobGrant> Coordinator::AuthorizeBlob(const std::string& method, const std::string& path,

@@ -21,6 +21,13 @@
 
 namespace gleaner::core {
 
+// What the shell's pool provider reported just before a maintenance tick; recorded with the
+// autoscaler's decision in scaling_events.
+struct PoolObservation {
+  std::string provider;  // "" = no provider configured
+  int64_t current = -1;  // nodes the provider reports; -1 = unknown (API down, no provider)
+};
+
 // What a signed blob URL allows (built-in blob store only; S3 URLs are checked by S3).
 struct BlobGrant {
   std::string key;       // object key, e.g. "jobs/j_1/ckpt/e2/s0000000100"
@@ -48,8 +55,9 @@ class Coordinator {
   Plan Handle(const HttpRequest& request) const;
 
   // One maintenance tick: reap stalled leases, quarantine bad nodes, autoscaler target.
-  // The final response body is a JSON summary of what was done.
-  Plan MaintenancePlan(int64_t now_ms) const;
+  // The final response body is a JSON summary of what was done, including the target and the
+  // machine ids of quarantined nodes whose instances the pool provider should reallocate.
+  Plan MaintenancePlan(int64_t now_ms, const PoolObservation& pool = {}) const;
 
   // Checks a signed blob URL (path "/blobs/<key>", query with exp/sig/...) for the method.
   Result<BlobGrant> AuthorizeBlob(const std::string& method, const std::string& path,

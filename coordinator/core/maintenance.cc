@@ -2,16 +2,50 @@
 //  1. close the segments of expired leases (end_reason 'stalled'); the jobs stay 'running' with
 //     an expired lease, which is exactly what the claim picks first;
 //  2. quarantine nodes with quarantine_failures failed jobs within quarantine_window_s;
-//  3. record the autoscaler target clamp(running + pending, min, max) in scaling_events.
-// One batch; the response is a JSON summary.
+//  3. decide the autoscaler target (autoscaler.h) from the counts read in the same batch and
+//     record it in scaling_events with the pool provider's node count (when it has none: the
+//     active nodes seen within stall_after);
+//  4. list the machines of nodes quarantined within the window, for the provider to reallocate.
+// Two batches: the changes and counts, then the scaling event. The response is a JSON summary.
+#include "coordinator/core/autoscaler.h"
 #include "coordinator/core/routes.h"
 
 namespace gleaner::core {
+namespace {
 
-Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms) {
+Plan RecordDecision(const CoreConfig* config, int64_t now_ms, const PoolObservation& pool,
+                    Json summary, const AutoscaleInputs& in) {
+  AutoscaleDecision d = DecideTarget(in);
+  Batch b;
+  b.Add(
+      "INSERT INTO scaling_events (at, running, pending, current, target, min_nodes, max_nodes, "
+      "provider, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      {now_ms, in.running, in.pending,
+       pool.current >= 0 ? SqlValue(pool.current) : SqlValue::Null(), d.target, in.min_nodes,
+       in.max_nodes, pool.provider.empty() ? SqlValue::Null() : SqlValue(pool.provider), d.reason});
+  summary["autoscaler"] = {
+      {"running", in.running},
+      {"pending", in.pending},
+      {"warm", in.warm_nodes},
+      {"current", pool.current >= 0 ? Json(pool.current) : Json(nullptr)},
+      {"provider", pool.provider.empty() ? Json(nullptr) : Json(pool.provider)},
+      {"target", d.target},
+      {"reason", d.reason},
+      {"min", config->autoscale_min},
+      {"max", config->autoscale_max}};
+  return Plan::Run(std::move(b), [summary](BatchResult res) -> Plan {
+    if (!res.status.ok()) return DbFail(res.status);
+    return RespondJson(200, summary);
+  });
+}
+
+}  // namespace
+
+Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms, const PoolObservation& pool) {
   const CoreConfig& c = *config;
   std::string why = std::to_string(c.quarantine_failures) + " failed jobs within " +
                     std::to_string(int64_t(c.quarantine_window_s)) + " s";
+  const int64_t window_start = now_ms - int64_t(c.quarantine_window_s * 1000);
   Batch b;
   b.Add(
       "UPDATE segments SET ended_at = COALESCE(last_heartbeat_at, started_at), "
@@ -23,16 +57,20 @@ Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms) {
       "UPDATE nodes SET state = 'quarantined', state_reason = ?, state_changed_at = ? "
       "WHERE state = 'active' AND (SELECT count(*) FROM job_bans b WHERE b.node_id = nodes.id "
       "AND b.at > MAX(?, COALESCE(nodes.state_changed_at, -1))) >= ? RETURNING id",
-      {why, now_ms, now_ms - int64_t(c.quarantine_window_s * 1000),
-       int64_t(c.quarantine_failures)});
+      {why, now_ms, window_start, int64_t(c.quarantine_failures)});
   b.Add(
-      "INSERT INTO scaling_events (at, running, pending, target, min_nodes, max_nodes, note) "
-      "SELECT ?1, r, p, MIN(MAX(r + p, ?2), ?3), ?2, ?3, 'maintenance' FROM (SELECT "
-      "(SELECT count(*) FROM jobs WHERE state = 'running') AS r, "
-      "(SELECT count(*) FROM jobs WHERE state = 'pending') AS p) "
-      "RETURNING running, pending, target",
-      {now_ms, int64_t(c.autoscale_min), int64_t(c.autoscale_max)});
-  return Plan::Run(std::move(b), [config, now_ms](BatchResult res) -> Plan {
+      "SELECT (SELECT count(*) FROM jobs WHERE state = 'running') AS running, "
+      "(SELECT count(*) FROM jobs WHERE state = 'pending') AS pending, "
+      "(SELECT count(DISTINCT node_id) FROM segments WHERE end_reason = 'completed' AND "
+      "ended_at >= ?1) AS warm, "
+      "(SELECT count(*) FROM nodes WHERE state = 'active' AND last_seen_at >= ?2) AS seen",
+      {now_ms - int64_t(c.autoscale_idle_window_s * 1000),
+       now_ms - int64_t(c.stall_after_s * 1000)});
+  b.Add(
+      "SELECT id, machine_id FROM nodes WHERE state = 'quarantined' AND state_changed_at >= ? "
+      "ORDER BY state_changed_at, id LIMIT 100",
+      {window_start});
+  return Plan::Run(std::move(b), [config, now_ms, pool](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     Json stalled = Json::array();
     for (size_t i = 0; i < res.results[0].rows.size(); ++i) {
@@ -43,16 +81,28 @@ Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms) {
     }
     Json quarantined = Json::array();
     for (const auto& row : res.results[1].rows) quarantined.push_back(row[0].AsText());
-    const Rows& s = res.results[2];
-    return RespondJson(200, {{"at", FormatTime(now_ms)},
-                             {"stalled", stalled},
-                             {"quarantined", quarantined},
-                             {"autoscaler",
-                              {{"running", s.Get(0, "running").AsInt()},
-                               {"pending", s.Get(0, "pending").AsInt()},
-                               {"target", s.Get(0, "target").AsInt()},
-                               {"min", config->autoscale_min},
-                               {"max", config->autoscale_max}}}});
+    Json reallocate = Json::array();
+    const Rows& q = res.results[3];
+    for (size_t i = 0; i < q.rows.size(); ++i) {
+      reallocate.push_back(
+          {{"node_id", q.Get(i, "id").AsText()}, {"machine_id", q.Get(i, "machine_id").AsText()}});
+    }
+    const Rows& counts = res.results[2];
+    AutoscaleInputs in;
+    in.running = counts.Get(0, "running").AsInt();
+    in.pending = counts.Get(0, "pending").AsInt();
+    in.warm_nodes = counts.Get(0, "warm").AsInt();
+    in.min_nodes = config->autoscale_min;
+    in.max_nodes = config->autoscale_max;
+    Json summary = {{"at", FormatTime(now_ms)},
+                    {"stalled", stalled},
+                    {"quarantined", quarantined},
+                    {"reallocate", reallocate}};
+    // Without a provider's count, the fleet as the coordinator sees it: active nodes seen (claim
+    // or heartbeat) within stall_after.
+    PoolObservation observed = pool;
+    if (observed.current < 0) observed.current = counts.Get(0, "seen").AsInt();
+    return RecordDecision(config, now_ms, observed, std::move(summary), in);
   });
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "coordinator/core/context.h"
+#include "coordinator/core/coordinator.h"
 
 namespace gleaner::core {
 
@@ -40,6 +41,6 @@ Plan HandleListPrices(CtxPtr ctx);
 Plan HandleCostReport(CtxPtr ctx);
 // maintenance.cc
 Plan HandleMaintenance(CtxPtr ctx);
-Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms);
+Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms, const PoolObservation& pool = {});
 
 }  // namespace gleaner::core
