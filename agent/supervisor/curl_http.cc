@@ -95,6 +95,7 @@ Result<HttpResponse> CurlHttpClient::Send(const HttpCall& call) {
   curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, long(call.timeout_ms));
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
   curl_easy_setopt(curl, CURLOPT_TCP_NODELAY, 1L);
+  if (!call.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, call.ca_file.c_str());
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, OnHeader);
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &ctx);
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnBody);

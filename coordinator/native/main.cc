@@ -134,8 +134,18 @@ int Serve(const std::vector<std::string>& args) {
                         {"stall_after_s", opts.core.stall_after_s},
                         {"maintenance_period_s", opts.maintenance_period_s},
                         {"s3", opts.core.s3.enabled()},
+                        {"pool_provider", opts.pool.provider},
                         {"startup_ms", startup_ms}});
-  MaintenanceLoop maintenance(&coordinator, &runner, &DefaultClock(), opts.maintenance_period_s);
+  std::string self_url = "http://127.0.0.1:" + std::to_string(*port);
+  if (opts.listen_host != "0.0.0.0" && opts.listen_host != "::") {
+    std::string host = opts.listen_host;
+    if (host.find(':') != std::string::npos) host = "[" + host + "]";
+    self_url = "http://" + host + ":" + std::to_string(*port);
+  }
+  auto pool = MakePoolProvider(opts.pool, self_url, opts.data_dir);
+  if (!pool.ok()) return Fail(pool.status().message());
+  MaintenanceLoop maintenance(&coordinator, &runner, &DefaultClock(), opts.maintenance_period_s,
+                              pool->get());
   maintenance.Start();
 
   std::thread signal_thread([&] {

@@ -7,8 +7,8 @@
 namespace gleaner::native {
 
 MaintenanceLoop::MaintenanceLoop(const core::Coordinator* coordinator, PlanRunner* runner,
-                                 const Clock* clock, double period_s)
-    : coordinator_(coordinator), runner_(runner), clock_(clock), period_s_(period_s) {}
+                                 const Clock* clock, double period_s, PoolProvider* pool)
+    : coordinator_(coordinator), runner_(runner), clock_(clock), period_s_(period_s), pool_(pool) {}
 
 MaintenanceLoop::~MaintenanceLoop() {
   Stop();
@@ -32,7 +32,18 @@ void MaintenanceLoop::Stop() {
 
 core::HttpResponse MaintenanceLoop::TickOnce() {
   auto start = std::chrono::steady_clock::now();
-  core::Plan plan = runner_->Run(coordinator_->MaintenancePlan(clock_->NowMs()));
+  core::PoolObservation observed;
+  if (pool_ != nullptr) {
+    observed.provider = pool_->name();
+    auto current = pool_->Current();
+    if (current.ok()) {
+      observed.current = *current;
+    } else {
+      LogWarn("pool: reading the current size failed",
+              {{"provider", observed.provider}, {"error", current.status().ToString()}});
+    }
+  }
+  core::Plan plan = runner_->Run(coordinator_->MaintenancePlan(clock_->NowMs(), observed));
   double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   core::HttpResponse& r = plan.response();
@@ -47,6 +58,7 @@ core::HttpResponse MaintenanceLoop::TickOnce() {
     LogWarn("maintenance failed", fields);
   } else {
     LogInfo("maintenance", fields);
+    if (pool_ != nullptr && summary.ok()) ApplyPoolDecision(pool_, *summary, &reallocated_);
   }
   return std::move(plan.response());
 }

@@ -1,23 +1,28 @@
 // MaintenanceLoop: runs the core's MaintenancePlan every period on its own thread and logs the
-// summary. Several processes on one database may each run it: the core's SQL is conditional, so
-// concurrent ticks do each change at most once.
-// Threading: Start/Stop from one controlling thread; TickOnce from any thread.
+// summary. With a pool provider, each tick first asks it for the current node count (recorded
+// with the decision), then applies the decision through it (pool_provider.h). Several processes on
+// one database may each run it: the core's SQL is conditional, so concurrent ticks do each change
+// at most once. Threading: Start/Stop from one controlling thread; TickOnce from any thread.
 #pragma once
 
 #include <condition_variable>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "coordinator/core/coordinator.h"
 #include "coordinator/native/clock.h"
 #include "coordinator/native/plan_runner.h"
+#include "coordinator/native/pool_provider.h"
 
 namespace gleaner::native {
 
 class MaintenanceLoop {
  public:
+  // pool may be nullptr (no provider); it must outlive the loop.
   MaintenanceLoop(const core::Coordinator* coordinator, PlanRunner* runner, const Clock* clock,
-                  double period_s);
+                  double period_s, PoolProvider* pool = nullptr);
   ~MaintenanceLoop();  // Stop()s
 
   void Start();
@@ -33,6 +38,8 @@ class MaintenanceLoop {
   PlanRunner* runner_;
   const Clock* clock_;
   double period_s_;
+  PoolProvider* pool_;
+  std::set<std::string> reallocated_;  // machines already recycled by this process
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

@@ -127,6 +127,45 @@ const std::vector<Spec>& Specs() {
        "a socket read or write that makes no progress this long fails, seconds (30)",
        SECS(io_timeout_s)},
       {"log-level", Kind::kString, "debug, info, warn or error (info)", STR(log_level)},
+      // The autoscaler's pool provider (pool_options.h).
+      {"pool-provider", Kind::kString,
+       "where the autoscaler's target is applied: none, local, salad, kubernetes (none)",
+       STR(pool.provider)},
+      {"idle-window", Kind::kSeconds,
+       "nodes that completed a job this recently stay warm; then scale to min (600)",
+       SECS(core.autoscale_idle_window_s)},
+      {"pool-agent-bin", Kind::kString, "local: the gleaner-agent binary (beside this one)",
+       STR(pool.local.agent_bin)},
+      {"pool-dir", Kind::kString, "local: agents' state dirs (<data-dir>/pool)", STR(pool.local.dir)},
+      {"pool-agent-args", Kind::kString, "local: extra agent arguments, space-separated",
+       [](ServeOptions* o, const std::string& s, double, int64_t, bool) {
+         o->pool.local.extra_args.clear();
+         size_t pos = 0;
+         while (pos < s.size()) {
+           size_t end = s.find(' ', pos);
+           if (end == std::string::npos) end = s.size();
+           if (end > pos) o->pool.local.extra_args.push_back(s.substr(pos, end - pos));
+           pos = end + 1;
+         }
+         return Status::Ok();
+       }},
+      {"salad-api-url", Kind::kString, "salad: API base (https://api.salad.com/api/public)",
+       STR(pool.salad.api_url)},
+      {"salad-organization", Kind::kString, "salad: organization name", STR(pool.salad.organization)},
+      {"salad-project", Kind::kString, "salad: project name", STR(pool.salad.project)},
+      {"salad-container-group", Kind::kString, "salad: container group of agents",
+       STR(pool.salad.group)},
+      {"k8s-api-url", Kind::kString, "kubernetes: API server (https://kubernetes.default.svc)",
+       STR(pool.kubernetes.api_url)},
+      {"k8s-namespace", Kind::kString, "kubernetes: namespace (default)", STR(pool.kubernetes.ns)},
+      {"k8s-deployment", Kind::kString, "kubernetes: Deployment of agents",
+       STR(pool.kubernetes.deployment)},
+      {"k8s-label-selector", Kind::kString, "kubernetes: label selector of the agents' pods",
+       STR(pool.kubernetes.label_selector)},
+      {"k8s-token-file", Kind::kString, "kubernetes: bearer token file (service account's)",
+       STR(pool.kubernetes.token_file)},
+      {"k8s-ca-file", Kind::kString, "kubernetes: CA bundle for the API server (system's)",
+       STR(pool.kubernetes.ca_file)},
   };
   return specs;
 }
@@ -293,6 +332,13 @@ Result<ServeOptions> ParseServeOptions(const std::vector<std::string>& args, con
   if (const char* v = env("AWS_ACCESS_KEY_ID")) o.core.s3.access_key_id = v;
   if (const char* v = env("AWS_SECRET_ACCESS_KEY")) o.core.s3.secret_access_key = v;
 
+  if (const char* v = env("SALAD_API_KEY")) o.pool.salad.api_key = v;
+  if (const char* v = env("GLEANER_POOL_ENROLL_TOKEN")) {
+    o.pool.local.enroll_token = v;
+  } else if (const char* t = env("GLEANER_OPERATOR_TOKEN")) {
+    o.pool.local.enroll_token = t;
+  }
+  GLEANER_RETURN_IF_ERROR(o.pool.Validate());
   if (!seen.count("stall-after")) o.core.stall_after_s = 2 * o.core.heartbeat_interval_s;
   if (o.db.empty()) return Status::Invalid("--db is required (or GLEANER_DB)");
   if (o.data_dir.empty()) return Status::Invalid("--data-dir is required (or GLEANER_DATA_DIR)");
@@ -322,7 +368,8 @@ std::string ServeUsage() {
       "Every option is also GLEANER_<NAME> in the environment and `name = value` in --config.\n"
       "S3 credentials: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY. Blob signing key: "
       "GLEANER_SIGNING_KEY or <data-dir>/signing.key.\n"
-      "Operator bootstrap: GLEANER_OPERATOR_TOKEN.\n\noptions:\n";
+      "Operator bootstrap: GLEANER_OPERATOR_TOKEN. Pool secrets: SALAD_API_KEY, "
+      "GLEANER_POOL_ENROLL_TOKEN.\n\noptions:\n";
   for (const Spec& s : Specs()) {
     std::string flag = std::string("  --") + s.name;
     if (s.kind != Kind::kBool)

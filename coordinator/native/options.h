@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "coordinator/core/config.h"
+#include "coordinator/native/pool_options.h"
 #include "shared/status.h"
 
 namespace gleaner::native {
@@ -32,6 +33,7 @@ struct ServeOptions {
   double io_timeout_s = 30;
   std::string log_level = "info";
   core::CoreConfig core;  // blob_signing_key is filled later (env or data dir)
+  PoolOptions pool;       // the autoscaler's pool provider
 };
 
 // Environment lookup, injected for tests (nullptr result = unset).
