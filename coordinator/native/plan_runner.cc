@@ -25,6 +25,16 @@ Result<SqliteExecutor*> PlanRunner::ThisThreadExecutor() {
   return slot.get();
 }
 
+Result<GroupCommitter*> PlanRunner::Committer() {
+  std::lock_guard<std::mutex> lock(committer_mu_);
+  if (!committer_) {
+    auto started = GroupCommitter::Start(db_);
+    if (!started.ok()) return started.status();
+    committer_ = std::move(started).value();
+  }
+  return committer_.get();
+}
+
 core::BatchResult PlanRunner::Execute(const core::Batch& batch) {
   auto exec = ThisThreadExecutor();
   if (!exec.ok()) {
@@ -32,13 +42,24 @@ core::BatchResult PlanRunner::Execute(const core::Batch& batch) {
     r.status = Status::Unavailable(exec.status().message());
     return r;
   }
-  core::BatchResult r = (*exec)->Execute(batch);
+  GroupCommitter* committer = nullptr;
+  if (db_.group_commit && db_.path != ":memory:" && !(*exec)->ReadOnly(batch)) {
+    auto c = Committer();
+    if (!c.ok()) {
+      core::BatchResult r;
+      r.status = Status::Unavailable(c.status().message());
+      return r;
+    }
+    committer = *c;
+  }
+  auto run = [&] { return committer ? committer->Execute(batch) : (*exec)->Execute(batch); };
+  core::BatchResult r = run();
   int backoff_ms = 5;
   for (int attempt = 0; attempt < busy_retries_ && r.status.code() == Code::kUnavailable;
        ++attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
     backoff_ms *= 3;
-    r = (*exec)->Execute(batch);
+    r = run();
   }
   if (!r.status.ok() && r.status.code() != Code::kConflict) {
     LogWarn("batch failed", {{"error", r.status.ToString()}});

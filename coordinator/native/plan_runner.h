@@ -2,6 +2,9 @@
 //
 // Each thread that calls Run() gets its own SqliteExecutor (opened lazily, closed when the runner
 // is destroyed), so HTTP worker threads and the maintenance thread never share a connection.
+// Batches that only read run there (a WAL snapshot, concurrently); batches that write go to one
+// GroupCommitter (group_commit.h) when SqliteOptions::group_commit is set (file databases), so
+// concurrent requests share one COMMIT and its fsync.
 // A batch that fails with kUnavailable (database busy past SQLite's busy timeout, e.g. another
 // process holding the write lock) is retried a few times with backoff; after that the failure
 // goes to the core, which answers 503. A batch that fails leaves the database unchanged (it ran
@@ -15,6 +18,7 @@
 #include <thread>
 
 #include "coordinator/core/plan.h"
+#include "coordinator/native/group_commit.h"
 #include "coordinator/native/sqlite_executor.h"
 
 namespace gleaner::native {
@@ -32,11 +36,14 @@ class PlanRunner {
 
  private:
   Result<SqliteExecutor*> ThisThreadExecutor();
+  Result<GroupCommitter*> Committer();
 
   SqliteOptions db_;
   int busy_retries_;
   std::mutex mu_;
   std::map<std::thread::id, std::unique_ptr<SqliteExecutor>> executors_;
+  std::mutex committer_mu_;
+  std::unique_ptr<GroupCommitter> committer_;  // opened on the first write
 };
 
 }  // namespace gleaner::native

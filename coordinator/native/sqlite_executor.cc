@@ -15,11 +15,14 @@ struct SqliteExecutor::Impl {
   SQLite::Database db;
   // Prepared statements are cached by SQL text (the core's statements are a small fixed set).
   std::unordered_map<std::string, std::unique_ptr<SQLite::Statement>> cache;
+  std::unordered_map<std::string, bool> readonly;  // sqlite3_stmt_readonly by SQL text
 
   SQLite::Statement& Prepare(const std::string& sql) {
     auto it = cache.find(sql);
     if (it != cache.end()) {
-      it->second->reset();
+      // tryReset: reset() would throw the error of the statement's last failed step (a
+      // constraint violation in an earlier batch), failing this batch for nothing.
+      it->second->tryReset();
       it->second->clearBindings();
       return *it->second;
     }
@@ -112,28 +115,33 @@ core::SqlValue ColumnValue(const SQLite::Column& c) {
 
 }  // namespace
 
+bool SqliteExecutor::ReadOnly(const core::Batch& batch) {
+  for (const core::Statement& s : batch.statements) {
+    auto it = impl_->readonly.find(s.sql);
+    if (it == impl_->readonly.end()) {
+      sqlite3_stmt* stmt = nullptr;
+      bool ro = false;
+      if (sqlite3_prepare_v2(impl_->db.getHandle(), s.sql.c_str(), int(s.sql.size()), &stmt,
+                             nullptr) == SQLITE_OK &&
+          stmt != nullptr) {
+        ro = sqlite3_stmt_readonly(stmt) != 0;
+      }
+      sqlite3_finalize(stmt);
+      if (impl_->readonly.size() > 1024) impl_->readonly.clear();
+      it = impl_->readonly.emplace(s.sql, ro).first;
+    }
+    if (!it->second) return false;
+  }
+  return true;
+}
+
 core::BatchResult SqliteExecutor::Execute(const core::Batch& batch) {
   core::BatchResult result;
   bool in_tx = false;
   try {
-    impl_->db.exec("BEGIN IMMEDIATE");
+    impl_->db.exec(ReadOnly(batch) ? "BEGIN" : "BEGIN IMMEDIATE");
     in_tx = true;
-    result.results.reserve(batch.statements.size());
-    for (const core::Statement& s : batch.statements) {
-      SQLite::Statement& stmt = impl_->Prepare(s.sql);
-      Bind(stmt, s.params);
-      core::Rows rows;
-      int ncol = stmt.getColumnCount();
-      for (int c = 0; c < ncol; ++c) rows.columns.emplace_back(stmt.getColumnName(c));
-      while (stmt.executeStep()) {
-        std::vector<core::SqlValue> row;
-        row.reserve(size_t(ncol));
-        for (int c = 0; c < ncol; ++c) row.push_back(ColumnValue(stmt.getColumn(c)));
-        rows.rows.push_back(std::move(row));
-      }
-      stmt.reset();
-      result.results.push_back(std::move(rows));
-    }
+    RunBatch(*impl_, batch, &result);
     impl_->db.exec("COMMIT");
     in_tx = false;
   } catch (const SQLite::Exception& e) {
@@ -151,6 +159,70 @@ core::BatchResult SqliteExecutor::Execute(const core::Batch& batch) {
     }
   }
   return result;
+}
+
+std::vector<core::BatchResult> SqliteExecutor::ExecuteGroup(
+    const std::vector<const core::Batch*>& batches) {
+  std::vector<core::BatchResult> results(batches.size());
+  Status group;
+  bool in_tx = false;
+  try {
+    impl_->db.exec("BEGIN IMMEDIATE");
+    in_tx = true;
+    for (size_t i = 0; i < batches.size(); ++i) {
+      impl_->db.exec("SAVEPOINT b");
+      try {
+        RunBatch(*impl_, *batches[i], &results[i]);
+      } catch (const SQLite::Exception& e) {
+        results[i].status = StatusOfSqlite(e);
+        results[i].results.clear();
+        impl_->db.exec("ROLLBACK TO b");
+      } catch (const std::exception& e) {
+        results[i].status = Status::Internal(e.what());
+        results[i].results.clear();
+        impl_->db.exec("ROLLBACK TO b");
+      }
+      impl_->db.exec("RELEASE b");
+    }
+    impl_->db.exec("COMMIT");
+    in_tx = false;
+  } catch (const SQLite::Exception& e) {
+    group = StatusOfSqlite(e);
+  } catch (const std::exception& e) {
+    group = Status::Internal(e.what());
+  }
+  if (in_tx) {
+    try {
+      impl_->db.exec("ROLLBACK");
+    } catch (...) {
+    }
+  }
+  if (!group.ok()) {
+    for (core::BatchResult& r : results) {
+      r.status = group;
+      r.results.clear();
+    }
+  }
+  return results;
+}
+
+void SqliteExecutor::RunBatch(Impl& impl, const core::Batch& batch, core::BatchResult* result) {
+  result->results.reserve(batch.statements.size());
+  for (const core::Statement& s : batch.statements) {
+    SQLite::Statement& stmt = impl.Prepare(s.sql);
+    Bind(stmt, s.params);
+    core::Rows rows;
+    int ncol = stmt.getColumnCount();
+    for (int c = 0; c < ncol; ++c) rows.columns.emplace_back(stmt.getColumnName(c));
+    while (stmt.executeStep()) {
+      std::vector<core::SqlValue> row;
+      row.reserve(size_t(ncol));
+      for (int c = 0; c < ncol; ++c) row.push_back(ColumnValue(stmt.getColumn(c)));
+      rows.rows.push_back(std::move(row));
+    }
+    stmt.reset();
+    result->results.push_back(std::move(rows));
+  }
 }
 
 }  // namespace gleaner::native

@@ -1,10 +1,12 @@
 // SqliteExecutor: runs the core's SQL batches on a SQLite file (SQLiteCpp).
 //
 // This file is the adapter where SQLiteCpp's exceptions are caught; nothing thrown escapes it.
-// Each Execute() runs the whole batch inside BEGIN IMMEDIATE … COMMIT and rolls back on any
-// error, so a batch is atomic. The connection uses WAL, synchronous=FULL (configurable) and a
-// busy timeout, so several processes may share one database file.
-// Threading: one SqliteExecutor per thread (it owns one connection); not thread-safe.
+// Each Execute() runs the whole batch inside BEGIN IMMEDIATE … COMMIT (a batch that only reads:
+// a deferred BEGIN, i.e. a WAL snapshot that never waits for the write lock) and rolls back on any
+// error, so a batch is atomic. ExecuteGroup() is the group commit: many batches in one
+// transaction, one SAVEPOINT each, one COMMIT (one fsync) for all. The connection uses WAL,
+// synchronous=FULL (configurable) and a busy timeout, so several processes may share one database
+// file. Threading: one SqliteExecutor per thread (it owns one connection); not thread-safe.
 #pragma once
 
 #include <memory>
@@ -18,6 +20,7 @@ struct SqliteOptions {
   std::string path;  // file path or ":memory:"
   int busy_timeout_ms = 10000;
   std::string synchronous = "FULL";  // FULL (durable) or NORMAL
+  bool group_commit = true;          // PlanRunner: writes share commits (ignored for :memory:)
 };
 
 class SqliteExecutor : public core::SqlExecutor {
@@ -28,8 +31,21 @@ class SqliteExecutor : public core::SqlExecutor {
 
   core::BatchResult Execute(const core::Batch& batch) override;
 
+  // True when every statement only reads (sqlite3_stmt_readonly; cached per SQL text).
+  // A statement that does not prepare counts as a write (Execute reports its error).
+  bool ReadOnly(const core::Batch& batch);
+
+  // Runs the batches in ONE transaction (BEGIN IMMEDIATE … COMMIT), each inside its own
+  // SAVEPOINT: a failing batch is rolled back alone and gets its error (constraint → kConflict),
+  // the others still commit. If BEGIN or COMMIT fails every batch gets that error and nothing
+  // changed. Returns one result per batch, in order.
+  std::vector<core::BatchResult> ExecuteGroup(const std::vector<const core::Batch*>& batches);
+
  private:
   struct Impl;
+  // Runs the statements of one batch inside the current transaction (throws SQLiteCpp's
+  // exceptions; the public functions catch them).
+  static void RunBatch(Impl& impl, const core::Batch& batch, core::BatchResult* result);
   explicit SqliteExecutor(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
