@@ -33,7 +33,10 @@ Plan HandleWork(CtxPtr ctx) {
       "node_id = ?2, lease_expires_at = ?4, attempts = attempts + 1, updated_at = ?3, "
       "first_started_at = COALESCE(first_started_at, ?3), step_done = COALESCE(ckpt_step, 0) "
       "WHERE id = COALESCE("
-      "(SELECT j.id FROM jobs j WHERE j.state = 'running' AND j.lease_expires_at < ?3 AND " +
+      // INDEXED BY: otherwise SQLite walks every running job in queue order (jobs_queue) to
+      // find the expired ones; expired leases are few, sorting them is cheap.
+      "(SELECT j.id FROM jobs j INDEXED BY jobs_leases WHERE j.state = 'running' AND "
+      "j.lease_expires_at < ?3 AND " +
           eligible +
           " ORDER BY j.priority DESC, j.created_at, j.id LIMIT 1), "
           "(SELECT j.id FROM jobs j WHERE j.state = 'pending' AND " +

@@ -30,14 +30,17 @@ GroupCommitter::~GroupCommitter() {
 core::BatchResult GroupCommitter::Execute(const core::Batch& batch) {
   Pending p;
   p.batch = &batch;
-  std::unique_lock<std::mutex> lock(mu_);
-  if (stop_) {
-    p.result.status = Status::Unavailable("shutting down");
-    return p.result;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) {
+      p.result.status = Status::Unavailable("shutting down");
+      return std::move(p.result);
+    }
+    queue_.push_back(&p);
+    if (queue_.size() == 1) work_cv_.notify_one();
   }
-  queue_.push_back(&p);
-  if (queue_.size() == 1) work_cv_.notify_one();
-  done_cv_.wait(lock, [&] { return p.done; });
+  std::unique_lock<std::mutex> wait(p.mu);
+  p.cv.wait(wait, [&] { return p.done; });
   return std::move(p.result);
 }
 
@@ -68,16 +71,18 @@ void GroupCommitter::Loop() {
     stats_.in_flight = group.size();
     lock.unlock();
     std::vector<core::BatchResult> results = db_->ExecuteGroup(batches);
-    lock.lock();
     for (size_t i = 0; i < group.size(); ++i) {
-      group[i]->result = std::move(results[i]);
-      group[i]->done = true;
+      Pending* p = group[i];
+      std::lock_guard<std::mutex> done(p->mu);
+      p->result = std::move(results[i]);
+      p->done = true;
+      p->cv.notify_one();  // under p->mu: p lives on the caller's stack until it sees done
     }
+    lock.lock();
     stats_.in_flight = 0;
     stats_.groups += 1;
     stats_.batches += int64_t(group.size());
     stats_.largest = std::max(stats_.largest, group.size());
-    done_cv_.notify_all();
   }
 }
 

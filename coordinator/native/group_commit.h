@@ -42,9 +42,13 @@ class GroupCommitter {
   size_t queued() const;
 
  private:
+  // One waiting caller. Each has its own lock and condition, so finishing a group wakes exactly
+  // its callers, without a herd on the queue's mutex.
   struct Pending {
     const core::Batch* batch = nullptr;
     core::BatchResult result;
+    std::mutex mu;
+    std::condition_variable cv;
     bool done = false;
   };
   GroupCommitter(std::unique_ptr<SqliteExecutor> db, size_t max_group);
@@ -54,7 +58,6 @@ class GroupCommitter {
   size_t max_group_;
   mutable std::mutex mu_;
   std::condition_variable work_cv_;
-  std::condition_variable done_cv_;
   std::deque<Pending*> queue_;
   bool stop_ = false;
   Stats stats_;

@@ -365,6 +365,9 @@ Result<int> HttpServer::Bind() {
     const size_t threads = size_t(impl_->options.threads);
     svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     svr.set_keep_alive_timeout(time_t(std::ceil(impl_->options.keep_alive_timeout_s)));
+    // httplib closes a keep-alive connection after 5 requests by default: every agent and
+    // client would reconnect (and queue for a worker again) every 5 requests.
+    svr.set_keep_alive_max_count(100000);
     // Uploads from home connections stall now and then; httplib's default (5 s) is too eager.
     const double io = impl_->options.io_timeout_s;
     const time_t io_s = time_t(io), io_us = time_t((io - double(io_s)) * 1e6);

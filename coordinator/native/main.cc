@@ -82,6 +82,7 @@ int Serve(const std::vector<std::string>& args) {
 
   SqliteOptions db;
   db.path = opts.db;
+  db.group_commit = opts.group_commit;
   PlanRunner runner(db);
   {
     core::Coordinator boot(opts.core);

@@ -127,6 +127,9 @@ const std::vector<Spec>& Specs() {
        "a socket read or write that makes no progress this long fails, seconds (30)",
        SECS(io_timeout_s)},
       {"log-level", Kind::kString, "debug, info, warn or error (info)", STR(log_level)},
+      {"group-commit", Kind::kBool,
+       "concurrent writes share one durable COMMIT (true); false: one commit per request",
+       BOOL(o->group_commit = b)},
       // The autoscaler's pool provider (pool_options.h).
       {"pool-provider", Kind::kString,
        "where the autoscaler's target is applied: none, local, salad, kubernetes (none)",
@@ -136,7 +139,8 @@ const std::vector<Spec>& Specs() {
        SECS(core.autoscale_idle_window_s)},
       {"pool-agent-bin", Kind::kString, "local: the gleaner-agent binary (beside this one)",
        STR(pool.local.agent_bin)},
-      {"pool-dir", Kind::kString, "local: agents' state dirs (<data-dir>/pool)", STR(pool.local.dir)},
+      {"pool-dir", Kind::kString, "local: agents' state dirs (<data-dir>/pool)",
+       STR(pool.local.dir)},
       {"pool-agent-args", Kind::kString, "local: extra agent arguments, space-separated",
        [](ServeOptions* o, const std::string& s, double, int64_t, bool) {
          o->pool.local.extra_args.clear();
@@ -151,7 +155,8 @@ const std::vector<Spec>& Specs() {
        }},
       {"salad-api-url", Kind::kString, "salad: API base (https://api.salad.com/api/public)",
        STR(pool.salad.api_url)},
-      {"salad-organization", Kind::kString, "salad: organization name", STR(pool.salad.organization)},
+      {"salad-organization", Kind::kString, "salad: organization name",
+       STR(pool.salad.organization)},
       {"salad-project", Kind::kString, "salad: project name", STR(pool.salad.project)},
       {"salad-container-group", Kind::kString, "salad: container group of agents",
        STR(pool.salad.group)},

@@ -32,8 +32,9 @@ struct ServeOptions {
   double keep_alive_timeout_s = 5;
   double io_timeout_s = 30;
   std::string log_level = "info";
-  core::CoreConfig core;  // blob_signing_key is filled later (env or data dir)
-  PoolOptions pool;       // the autoscaler's pool provider
+  core::CoreConfig core;     // blob_signing_key is filled later (env or data dir)
+  PoolOptions pool;          // the autoscaler's pool provider
+  bool group_commit = true;  // concurrent write batches share one COMMIT (group_commit.h)
 };
 
 // Environment lookup, injected for tests (nullptr result = unset).

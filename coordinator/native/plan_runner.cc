@@ -1,15 +1,33 @@
 #include "coordinator/native/plan_runner.h"
 
+#include <atomic>
 #include <chrono>
 
 #include "coordinator/native/log.h"
 
 namespace gleaner::native {
 
+namespace {
+std::atomic<uint64_t> g_next_runner_id{1};
+// This thread's executor of the runner it used last (no lock, no map lookup on the hot path).
+thread_local uint64_t t_runner_id = 0;
+thread_local SqliteExecutor* t_executor = nullptr;
+}  // namespace
+
 PlanRunner::PlanRunner(SqliteOptions db, int busy_retries)
-    : db_(std::move(db)), busy_retries_(busy_retries) {}
+    : id_(g_next_runner_id++), db_(std::move(db)), busy_retries_(busy_retries) {}
 
 Result<SqliteExecutor*> PlanRunner::ThisThreadExecutor() {
+  if (t_runner_id == id_) return t_executor;
+  auto found = LookUpThisThreadExecutor();
+  if (found.ok()) {
+    t_runner_id = id_;
+    t_executor = *found;
+  }
+  return found;
+}
+
+Result<SqliteExecutor*> PlanRunner::LookUpThisThreadExecutor() {
   std::thread::id id = std::this_thread::get_id();
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -36,8 +36,10 @@ class PlanRunner {
 
  private:
   Result<SqliteExecutor*> ThisThreadExecutor();
+  Result<SqliteExecutor*> LookUpThisThreadExecutor();
   Result<GroupCommitter*> Committer();
 
+  const uint64_t id_;  // distinguishes runners in the per-thread executor cache
   SqliteOptions db_;
   int busy_retries_;
   std::mutex mu_;
