@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -34,9 +35,16 @@ void RemoveTree(const std::string& dir) {
   ::nftw(dir.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+// Reads a small file to its end (files under /proc report size 0, so no size-based read).
 std::string ReadSmall(const std::string& path) {
-  auto r = ReadWholeFile(DefaultFs(), path);
-  return r.ok() ? *r : "";
+  std::string out;
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && out.size() < (1 << 20)) out.append(buf, n);
+  std::fclose(f);
+  return out;
 }
 
 // True when pid is alive and its command line mentions `needle` (our state dir).
