@@ -170,9 +170,8 @@ TEST_CASE("safetensors writer rejects inconsistent tensors", "[safetensors]") {
 
 TEST_CASE("safetensors parser survives random corruption", "[safetensors]") {
   std::string a = Floats({1, 2, 3, 4, 5, 6});
-  Result<std::string> good = Serialize({{"x", {DType::kF32, {2, 3}, a}},
-                                        {"y", {DType::kF32, {6}, a}}},
-                                       {{"k", "v"}});
+  Result<std::string> good =
+      Serialize({{"x", {DType::kF32, {2, 3}, a}}, {"y", {DType::kF32, {6}, a}}}, {{"k", "v"}});
   REQUIRE(good.ok());
   std::mt19937 rng(1);
   int accepted = 0;
