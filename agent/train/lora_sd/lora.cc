@@ -131,6 +131,26 @@ Result<Lora> Lora::Load(UNet& unet, const std::string& path) {
   return FromPeft(unet, peft, rank, alpha);
 }
 
+Status Lora::Assign(const TensorMap& peft) {
+  if (peft.size() != 2 * targets_.size()) {
+    return Status::Invalid("LoRA: expected " + std::to_string(2 * targets_.size()) + " tensors");
+  }
+  return CatchTorch("assigning LoRA", [&]() -> Status {
+    torch::NoGradGuard no_grad;
+    for (auto& [name, m] : targets_) {
+      auto a = peft.find(PeftPrefix(name) + ".lora_A.weight");
+      auto b = peft.find(PeftPrefix(name) + ".lora_B.weight");
+      if (a == peft.end() || b == peft.end() || a->second.sizes() != m->lora_a.sizes() ||
+          b->second.sizes() != m->lora_b.sizes()) {
+        return Status::Invalid("LoRA: missing or mis-shaped tensors for " + PeftPrefix(name));
+      }
+      m->lora_a.copy_(a->second);
+      m->lora_b.copy_(b->second);
+    }
+    return Status::Ok();
+  });
+}
+
 std::vector<torch::Tensor> Lora::Parameters() const {
   std::vector<torch::Tensor> out;
   for (const auto& [name, m] : targets_) {

@@ -29,6 +29,8 @@ class Lora {
   // Attaches adapters from PEFT-named tensors (used to restore checkpoints).
   static Result<Lora> FromPeft(UNet& unet, const TensorMap& tensors, int64_t rank, double alpha);
 
+  // Overwrites the attached adapters' values from PEFT-named tensors (same rank/shapes).
+  Status Assign(const TensorMap& peft_tensors);
   // Trainable tensors in a fixed order (A then B of each target, targets in module order).
   std::vector<torch::Tensor> Parameters() const;
   TensorMap PeftTensors() const;

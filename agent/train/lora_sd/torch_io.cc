@@ -158,7 +158,12 @@ Result<TensorMap> LoadSafetensors(const std::string& path,
                                   std::map<std::string, std::string>* metadata) {
   Result<std::string> bytes = ReadFile(path);
   if (!bytes.ok()) return bytes.status();
-  Result<st::ParsedFile> parsed = st::Parse(*bytes);
+  return DecodeSafetensors(*bytes, path, metadata);
+}
+
+Result<TensorMap> DecodeSafetensors(const std::string& bytes, const std::string& path,
+                                    std::map<std::string, std::string>* metadata) {
+  Result<st::ParsedFile> parsed = st::Parse(bytes);
   if (!parsed.ok()) return Status(parsed.status().code(), path + ": " + parsed.status().message());
   TensorMap out;
   Status s = CatchTorch("loading tensors", [&]() -> Status {

@@ -29,6 +29,9 @@ Status MakeDirs(const std::string& dir);
 // Reads a whole safetensors file into CPU tensors (dtype preserved). *metadata may be null.
 Result<TensorMap> LoadSafetensors(const std::string& path,
                                   std::map<std::string, std::string>* metadata = nullptr);
+// Decodes safetensors bytes (already in memory); `what` names the source in errors.
+Result<TensorMap> DecodeSafetensors(const std::string& bytes, const std::string& what,
+                                    std::map<std::string, std::string>* metadata = nullptr);
 // Loads model weights from one .safetensors file or a sharded "*.safetensors.index.json"
 // ({"weight_map": {key: shard file}}; shards are resolved next to the index).
 Result<TensorMap> LoadWeights(const std::string& path);
