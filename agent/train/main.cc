@@ -3,14 +3,46 @@
 #include <cstring>
 #include <string>
 
+#include "agent/train/common/run_args.h"
+#include "agent/train/common/signals.h"
 #include "agent/train/kinds.h"
 #include "shared/trainer_protocol.h"
+
+namespace {
+
+int Usage() {
+  std::fprintf(stderr,
+               "gleaner-train: usage: gleaner-train run --spec FILE --work-dir DIR "
+               "[--resume DIR]\n");
+  return gleaner::kExitUsage;
+}
+
+int RunMain(int argc, char** argv) {
+  using namespace gleaner::train;
+  gleaner::Result<RunArgs> args = ParseRunArgs(argc, argv);
+  if (!args.ok()) {
+    std::fprintf(stderr, "gleaner-train: %s\n", args.status().message().c_str());
+    return gleaner::kExitUsage;
+  }
+  InstallStopHandlers();
+  std::string kind = SpecKind(*args);
+  if (kind == "synthetic") return RunSynthetic(*args);
+#ifdef GLEANER_WITH_TORCH
+  if (kind == "lora-sd") return RunLoraSd(*args);
+#endif
+  std::fprintf(stderr, "gleaner-train: job kind '%s' is not built into this trainer\n",
+               kind.c_str());
+  return gleaner::kExitFailed;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "--version") == 0) {
     std::printf("gleaner-train 0.1.0\n");
     return 0;
   }
+  if (argc >= 2 && std::strcmp(argv[1], "run") == 0) return RunMain(argc - 2, argv + 2);
 #ifdef GLEANER_WITH_TORCH
   if (argc >= 2 && std::strcmp(argv[1], "forward") == 0) {
     return gleaner::train::ForwardMain(argc - 2, argv + 2);
@@ -19,7 +51,5 @@ int main(int argc, char** argv) {
     return gleaner::train::MakeDatasetMain(argc - 2, argv + 2);
   }
 #endif
-  std::fprintf(stderr, "gleaner-train: usage: gleaner-train run --spec FILE --work-dir DIR "
-                       "[--resume DIR]\n");
-  return gleaner::kExitUsage;
+  return Usage();
 }

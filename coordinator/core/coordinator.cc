@@ -1,6 +1,9 @@
 #include "coordinator/core/coordinator.h"
 
+#include "coordinator/core/blob_urls.h"
 #include "coordinator/core/migrations.h"
+#include "coordinator/core/router.h"
+#include "coordinator/core/routes.h"
 #include "shared/sha256.h"
 
 namespace gleaner::core {
@@ -49,19 +52,16 @@ Plan Coordinator::BootstrapOperatorPlan(const std::string& token, int64_t now_ms
 }
 
 Plan Coordinator::Handle(const HttpRequest& request) const {
-  if (request.method == "GET" && request.path == "/healthz") {
-    return Plan::Respond(HttpResponse::Json(200, {{"ok", true}}));
-  }
-  return Plan::Fail(Status::NotFound("no route for " + request.method + " " + request.path));
+  return RouteRequest(&config_, request);
 }
 
-Plan Coordinator::MaintenancePlan(int64_t) const {
-  return Plan::Respond(HttpResponse::Json(200, Json::object()));
+Plan Coordinator::MaintenancePlan(int64_t now_ms) const {
+  return MaintenanceTick(&config_, now_ms);
 }
 
-Result<BlobGrant> Coordinator::AuthorizeBlob(const std::string&, const std::string&,
-                                             const std::string&, int64_t) const {
-  return Status(Code::kPermissionDenied, "blob URLs are not implemented yet");
+Result<BlobGrant> Coordinator::AuthorizeBlob(const std::string& method, const std::string& path,
+                                             const std::string& query, int64_t now_ms) const {
+  return VerifyBlobUrl(config_, method, path, query, now_ms);
 }
 
 Plan Coordinator::BlobStoredPlan(const std::string& key, int64_t size, const std::string& sha256,

@@ -8,6 +8,8 @@
 //
 // Threading: a Coordinator is immutable after construction; Handle() and friends are const and
 // may be called concurrently from many threads. Plans are independent of each other.
+// Lifetime: a Plan may refer to the Coordinator that made it; keep the Coordinator alive until
+// every plan it made is done.
 #pragma once
 
 #include <cstdint>

@@ -131,4 +131,63 @@ std::string FormatTime(int64_t unix_ms) {
   return buf;
 }
 
+namespace {
+// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
+int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d) {
+  y -= m <= 2;
+  int64_t era = (y >= 0 ? y : y - 399) / 400;
+  int64_t yoe = y - era * 400;
+  int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + doe - 719468;
+}
+
+bool Digits(const std::string& s, size_t pos, size_t n, int64_t* out) {
+  if (pos + n > s.size()) return false;
+  int64_t v = 0;
+  for (size_t i = pos; i < pos + n; ++i) {
+    if (s[i] < '0' || s[i] > '9') return false;
+    v = v * 10 + (s[i] - '0');
+  }
+  *out = v;
+  return true;
+}
+}  // namespace
+
+bool ParseTime(const std::string& text, int64_t* unix_ms) {
+  if (text.empty() || text.size() > 40) return false;
+  if (text.find_first_not_of("0123456789") == std::string::npos) {
+    if (text.size() > 12) return false;
+    int64_t s = 0;
+    Digits(text, 0, text.size(), &s);
+    *unix_ms = s * 1000;
+    return true;
+  }
+  int64_t y, mo, d, h = 0, mi = 0, sec = 0, ms = 0;
+  if (!Digits(text, 0, 4, &y) || text.size() < 10 || text[4] != '-' || !Digits(text, 5, 2, &mo) ||
+      text[7] != '-' || !Digits(text, 8, 2, &d)) {
+    return false;
+  }
+  size_t pos = 10;
+  if (text.size() > 10) {
+    if ((text[10] != 'T' && text[10] != 't') || !Digits(text, 11, 2, &h) || text.size() < 20 ||
+        text[13] != ':' || !Digits(text, 14, 2, &mi) || text[16] != ':' ||
+        !Digits(text, 17, 2, &sec)) {
+      return false;
+    }
+    pos = 19;
+    if (pos < text.size() && text[pos] == '.') {
+      size_t start = ++pos;
+      while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9') ++pos;
+      if (pos == start || pos - start > 9) return false;
+      std::string frac = text.substr(start, pos - start) + "00";
+      Digits(frac, 0, 3, &ms);
+    }
+    if (pos + 1 != text.size() || (text[pos] != 'Z' && text[pos] != 'z')) return false;
+  }
+  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60) return false;
+  *unix_ms = ((DaysFromCivil(y, mo, d) * 24 + h) * 60 + mi) * 60000 + sec * 1000 + ms;
+  return true;
+}
+
 }  // namespace gleaner::core

@@ -54,4 +54,8 @@ bool UrlDecode(const std::string& s, std::string* out, bool plus_is_space);
 // "2026-11-21T06:00:00.123Z" from Unix milliseconds.
 std::string FormatTime(int64_t unix_ms);
 
+// Parses "2026-11-21T06:00:00Z", "2026-11-21T06:00:00.123Z", "2026-11-21" (UTC midnight) or
+// integer Unix seconds ("1795759200") into Unix milliseconds. False on anything else.
+bool ParseTime(const std::string& text, int64_t* unix_ms);
+
 }  // namespace gleaner::core

@@ -1,9 +1,10 @@
 #include "coordinator/native/sqlite_executor.h"
 
+#include <SQLiteCpp/SQLiteCpp.h>
 #include <sqlite3.h>
 
-#include <SQLiteCpp/SQLiteCpp.h>
-
+#include <chrono>
+#include <thread>
 #include <unordered_map>
 
 namespace gleaner::native {
@@ -37,7 +38,23 @@ Result<std::unique_ptr<SqliteExecutor>> SqliteExecutor::Open(const SqliteOptions
   try {
     auto impl = std::make_unique<Impl>(options);
     impl->db.setBusyTimeout(options.busy_timeout_ms);
-    if (options.path != ":memory:") impl->db.exec("PRAGMA journal_mode=WAL");
+    if (options.path != ":memory:") {
+      // Switching to WAL needs a lock that SQLite does not wait for with the busy handler; two
+      // processes opening a fresh file at once would see SQLITE_BUSY. Retry within the timeout.
+      for (int waited_ms = 0;; waited_ms += 10) {
+        try {
+          impl->db.exec("PRAGMA journal_mode=WAL");
+          break;
+        } catch (const SQLite::Exception& e) {
+          int code = e.getErrorCode() & 0xff;
+          if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) ||
+              waited_ms >= options.busy_timeout_ms) {
+            throw;
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+      }
+    }
     impl->db.exec("PRAGMA synchronous=" + options.synchronous);
     impl->db.exec("PRAGMA foreign_keys=ON");
     return std::unique_ptr<SqliteExecutor>(new SqliteExecutor(std::move(impl)));
@@ -63,21 +80,33 @@ void Bind(SQLite::Statement& stmt, const std::vector<core::SqlValue>& params) {
     int idx = int(i) + 1;
     const core::SqlValue& v = params[i];
     switch (v.type()) {
-      case core::SqlValue::Type::kNull: stmt.bind(idx); break;
-      case core::SqlValue::Type::kInt: stmt.bind(idx, static_cast<int64_t>(v.AsInt())); break;
-      case core::SqlValue::Type::kReal: stmt.bind(idx, v.AsReal()); break;
-      case core::SqlValue::Type::kText: stmt.bind(idx, v.AsText()); break;
+      case core::SqlValue::Type::kNull:
+        stmt.bind(idx);
+        break;
+      case core::SqlValue::Type::kInt:
+        stmt.bind(idx, static_cast<int64_t>(v.AsInt()));
+        break;
+      case core::SqlValue::Type::kReal:
+        stmt.bind(idx, v.AsReal());
+        break;
+      case core::SqlValue::Type::kText:
+        stmt.bind(idx, v.AsText());
+        break;
     }
   }
 }
 
 core::SqlValue ColumnValue(const SQLite::Column& c) {
   switch (c.getType()) {
-    case SQLITE_INTEGER: return core::SqlValue(static_cast<int64_t>(c.getInt64()));
-    case SQLITE_FLOAT: return core::SqlValue(c.getDouble());
+    case SQLITE_INTEGER:
+      return core::SqlValue(static_cast<int64_t>(c.getInt64()));
+    case SQLITE_FLOAT:
+      return core::SqlValue(c.getDouble());
     case SQLITE_TEXT:
-    case SQLITE_BLOB: return core::SqlValue(c.getString());
-    default: return core::SqlValue();
+    case SQLITE_BLOB:
+      return core::SqlValue(c.getString());
+    default:
+      return core::SqlValue();
   }
 }
 

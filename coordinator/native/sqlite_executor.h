@@ -15,7 +15,7 @@
 namespace gleaner::native {
 
 struct SqliteOptions {
-  std::string path;                  // file path or ":memory:"
+  std::string path;  // file path or ":memory:"
   int busy_timeout_ms = 10000;
   std::string synchronous = "FULL";  // FULL (durable) or NORMAL
 };

@@ -18,7 +18,8 @@ CREATE TABLE nodes (
   agent_version     TEXT NOT NULL,
   state             TEXT NOT NULL DEFAULT 'active' CHECK (state IN ('active', 'quarantined')),
   state_reason      TEXT,
-  state_changed_at  INTEGER,
+  state_changed_at  INTEGER,                   -- last quarantine/restore; failures before a
+                                               -- restore do not count towards quarantine
   jobs_completed    INTEGER NOT NULL DEFAULT 0,
   jobs_failed       INTEGER NOT NULL DEFAULT 0,
   registered_at     INTEGER NOT NULL,
@@ -47,6 +48,7 @@ CREATE TABLE jobs (
   ckpt_key          TEXT,
   ckpt_sha256       TEXT,
   ckpt_size         INTEGER,
+  ckpt_committed_at INTEGER,
   outputs           TEXT,                       -- JSON array [{name, key, sha256, size}]
   reason            TEXT,                       -- failure / cancel reason
   created_at        INTEGER NOT NULL,
@@ -59,6 +61,9 @@ CREATE UNIQUE INDEX jobs_idempotency ON jobs (owner_key_id, idempotency_key)
 CREATE INDEX jobs_queue ON jobs (state, priority DESC, created_at, id);
 CREATE INDEX jobs_leases ON jobs (state, lease_expires_at);
 CREATE INDEX jobs_owner ON jobs (owner_key_id, created_at, id);
+CREATE INDEX jobs_owner_state ON jobs (owner_key_id, state, created_at, id);
+CREATE INDEX jobs_created ON jobs (created_at, id);
+CREATE INDEX jobs_state_created ON jobs (state, created_at, id);
 CREATE INDEX jobs_nonce ON jobs (lease_nonce);
 
 -- A node that failed a job never gets it again.
@@ -88,6 +93,8 @@ CREATE TABLE segments (
   step_committed        INTEGER NOT NULL,      -- highest checkpoint step committed in this lease
   ended_at              INTEGER,
   end_reason            TEXT,                  -- completed | failed | released | stalled | canceled
+  note                  TEXT,                  -- failure / release reason reported by the agent
+  last_loss             REAL,                  -- loss of the last heartbeat that carried one
   PRIMARY KEY (job_id, epoch)
 );
 CREATE INDEX segments_node ON segments (node_id, started_at);

@@ -1,0 +1,249 @@
+#include "agent/supervisor/api.h"
+
+#include <cstdlib>
+
+namespace gleaner::agent {
+
+Status StatusFromHttp(int status, const std::string& body) {
+  if (status >= 200 && status < 300) return Status::Ok();
+  std::string message = "HTTP " + std::to_string(status), code;
+  Result<Json> j = ParseJson(body);
+  if (j.ok() && j->is_object()) {
+    auto e = j->find("error");
+    if (e != j->end() && e->is_object()) {
+      auto c = e->find("code");
+      if (c != e->end() && c->is_string()) code = c->get<std::string>();
+      auto m = e->find("message");
+      if (m != e->end() && m->is_string()) message += ": " + m->get<std::string>();
+    }
+  }
+  // A checkpoint older than the committed one is refused with 409 but the lease is still ours.
+  if (status == 409 && code == "stale_checkpoint") return Status::Invalid(message);
+  if (status == 409) return Status::Conflict(message);
+  if (status == 401) return Status(Code::kUnauthenticated, message);
+  if (status == 403) return Status(Code::kPermissionDenied, message);
+  if (status == 404) return Status::NotFound(message);
+  if (status == 429 || status >= 500) return Status::Unavailable(message);
+  return Status::Invalid(message);
+}
+
+CoordinatorApi::CoordinatorApi(HttpClient* http, std::string base_url)
+    : http_(http), base_(std::move(base_url)) {
+  while (!base_.empty() && base_.back() == '/') base_.pop_back();
+}
+
+std::string CoordinatorApi::Resolve(const std::string& url) const {
+  if (!url.empty() && url[0] == '/') return base_ + url;
+  return url;
+}
+
+Result<Json> CoordinatorApi::Call(const std::string& method, const std::string& path,
+                                  const Json& body, HttpResponse* raw) {
+  HttpCall call;
+  call.method = method;
+  call.url = base_ + path;
+  call.body = DumpJson(body);
+  call.headers.push_back({"Content-Type", "application/json"});
+  if (!token_.empty()) call.headers.push_back({"Authorization", "Bearer " + token_});
+  Result<HttpResponse> resp = http_->Send(call);
+  if (!resp.ok()) {
+    if (resp.status().code() == Code::kUnavailable) return resp.status();
+    return Status::Unavailable(resp.status().message());
+  }
+  if (raw != nullptr) *raw = *resp;
+  GLEANER_RETURN_IF_ERROR(StatusFromHttp(resp->status, resp->body));
+  if (resp->body.empty()) return Json::object();
+  Result<Json> j = ParseJson(resp->body);
+  if (!j.ok()) return Status::Unavailable("coordinator sent invalid JSON for " + path);
+  return j;
+}
+
+Result<CoordinatorApi::Registration> CoordinatorApi::Register(const std::string& enroll_token,
+                                                              const std::string& machine_id,
+                                                              const std::string& gpu_name,
+                                                              int64_t vram_mb,
+                                                              const std::string& version) {
+  std::string saved = token_;
+  token_ = enroll_token;
+  Json body = {{"machine_id", machine_id},
+               {"gpu", {{"name", gpu_name}, {"vram_mb", vram_mb}}},
+               {"agent_version", version}};
+  Result<Json> j = Call("POST", "/v1/nodes/register", body);
+  token_ = saved;
+  if (!j.ok()) return j.status();
+  Registration r;
+  FieldReader f(*j);
+  f.String("node_id", &r.node_id, true, 256);
+  f.String("token", &r.token, true, 1024);
+  if (!f.ok()) return Status::Unavailable("register: " + f.status().message());
+  return r;
+}
+
+namespace {
+
+bool ReadObject(const Json& j, const std::string& name, RemoteObject* out, Status* st) {
+  FieldReader f(j, name + ".");
+  out->name = name;
+  f.String("url", &out->url, true, 8192);
+  f.String("sha256", &out->sha256, true, 64);
+  f.Int("size", &out->size, false, 0, int64_t(1) << 46);
+  if (!f.ok()) {
+    *st = f.status();
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<Assignment> ParseAssignment(const Json& j) {
+  Assignment a;
+  if (!j.is_object()) return Status::Invalid("work response is not an object");
+  auto job = j.find("job");
+  const Json* jobobj = &j;
+  if (job != j.end() && job->is_object()) {
+    jobobj = &*job;
+  } else if (job != j.end() && job->is_string()) {
+    a.job_id = job->get<std::string>();
+  }
+  FieldReader jr(*jobobj, "job.");
+  if (a.job_id.empty()) jr.String("id", &a.job_id, true, 256);
+  jr.String("kind", &a.kind, true, 64);
+  const Json* params = nullptr;
+  jr.Object("params", &params, false);
+  jr.Int("steps", &a.steps, false, 0, int64_t(1) << 40);
+  if (!jr.ok()) return jr.status();
+  a.params = *params;
+  if (a.steps == 0) {
+    auto s = a.params.find("steps");
+    if (s != a.params.end() && s->is_number_integer()) a.steps = s->get<int64_t>();
+  }
+  FieldReader top(j);
+  const Json* lease = nullptr;
+  top.Object("lease", &lease, true);
+  if (!top.ok()) return top.status();
+  FieldReader lr(*lease, "lease.");
+  lr.Int("epoch", &a.epoch, true, 1, INT64_MAX);
+  lr.Number("heartbeat_interval", &a.heartbeat_interval_s, false, 0.01, 86400);
+  if (!lr.ok()) return lr.status();
+  auto inputs = j.find("inputs");
+  if (inputs != j.end() && inputs->is_object()) {
+    for (auto it = inputs->begin(); it != inputs->end(); ++it) {
+      if (!it->is_object()) continue;
+      RemoteObject o;
+      Status st;
+      if (!ReadObject(*it, it.key(), &o, &st)) return st;
+      a.inputs.push_back(o);
+    }
+  }
+  auto resume = j.find("resume");
+  if (resume != j.end() && resume->is_object()) {
+    RemoteObject o;
+    Status st;
+    if (!ReadObject(*resume, "resume", &o, &st)) return st;
+    FieldReader rr(*resume, "resume.");
+    rr.Int("step", &a.resume_step, true, 0, int64_t(1) << 40);
+    if (!rr.ok()) return rr.status();
+    a.resume = o;
+  }
+  return a;
+}
+
+Result<std::optional<Assignment>> CoordinatorApi::Work(double* retry_after_s) {
+  *retry_after_s = 0;
+  HttpResponse raw;
+  Result<Json> j = Call("POST", "/v1/work", Json::object(), &raw);
+  auto ra = raw.headers.find("retry-after");
+  if (ra != raw.headers.end()) *retry_after_s = std::atof(ra->second.c_str());
+  if (!j.ok()) return j.status();
+  if (raw.status == 204) return std::optional<Assignment>();
+  Result<Assignment> a = ParseAssignment(*j);
+  if (!a.ok()) return Status::Unavailable("work response: " + a.status().message());
+  return std::optional<Assignment>(std::move(*a));
+}
+
+Result<HeartbeatReply> CoordinatorApi::Heartbeat(const std::string& job, int64_t epoch,
+                                                 int64_t step, double loss, bool has_loss) {
+  Json body = {{"epoch", epoch}, {"step", step}};
+  if (has_loss && loss == loss) body["loss"] = loss;
+  Result<Json> j = Call("POST", "/v1/jobs/" + job + "/heartbeat", body);
+  if (!j.ok()) return j.status();
+  HeartbeatReply r;
+  auto c = j->find("cancel");
+  r.cancel = c != j->end() && c->is_boolean() && c->get<bool>();
+  return r;
+}
+
+Result<std::string> CoordinatorApi::CreateCheckpoint(const std::string& job, int64_t epoch,
+                                                     int64_t step) {
+  Result<Json> j =
+      Call("POST", "/v1/jobs/" + job + "/checkpoints", Json{{"epoch", epoch}, {"step", step}});
+  if (!j.ok()) return j.status();
+  std::string url;
+  FieldReader f(*j);
+  f.String("url", &url, true, 8192);
+  if (!f.ok()) return Status::Unavailable("checkpoints: " + f.status().message());
+  return Resolve(url);
+}
+
+Status CoordinatorApi::CommitCheckpoint(const std::string& job, int64_t epoch, int64_t step,
+                                        const std::string& sha256, int64_t size) {
+  Json body = {{"epoch", epoch}, {"step", step}, {"sha256", sha256}, {"size", size}};
+  return Call("POST", "/v1/jobs/" + job + "/checkpoints/" + std::to_string(step) + "/commit", body)
+      .status();
+}
+
+Result<std::string> CoordinatorApi::CreateOutput(const std::string& job, int64_t epoch,
+                                                 const std::string& name) {
+  Result<Json> j =
+      Call("POST", "/v1/jobs/" + job + "/outputs", Json{{"epoch", epoch}, {"name", name}});
+  if (!j.ok()) return j.status();
+  std::string url;
+  FieldReader f(*j);
+  f.String("url", &url, true, 8192);
+  if (!f.ok()) return Status::Unavailable("outputs: " + f.status().message());
+  return Resolve(url);
+}
+
+Status CoordinatorApi::Complete(const std::string& job, int64_t epoch,
+                                const std::vector<OutputFile>& outputs) {
+  Json list = Json::array();
+  for (const OutputFile& o : outputs) {
+    list.push_back({{"name", o.name}, {"sha256", o.sha256}, {"size", o.size}});
+  }
+  return Call("POST", "/v1/jobs/" + job + "/complete", Json{{"epoch", epoch}, {"outputs", list}})
+      .status();
+}
+
+Status CoordinatorApi::Fail(const std::string& job, int64_t epoch, const std::string& reason) {
+  return Call("POST", "/v1/jobs/" + job + "/fail", Json{{"epoch", epoch}, {"reason", reason}})
+      .status();
+}
+
+Status CoordinatorApi::Release(const std::string& job, int64_t epoch, const std::string& reason) {
+  return Call("POST", "/v1/jobs/" + job + "/release", Json{{"epoch", epoch}, {"reason", reason}})
+      .status();
+}
+
+Status CoordinatorApi::PutFile(const std::string& url, const std::string& path) {
+  HttpCall call;
+  call.method = "PUT";
+  call.url = Resolve(url);
+  call.upload_file = path;
+  call.timeout_ms = 600000;
+  Result<HttpResponse> r = http_->Send(call);
+  if (!r.ok()) return r.status();
+  return StatusFromHttp(r->status, r->body);
+}
+
+Status CoordinatorApi::GetFile(const std::string& url, const std::string& path) {
+  HttpCall call;
+  call.url = Resolve(url);
+  call.download_file = path;
+  call.timeout_ms = 600000;
+  Result<HttpResponse> r = http_->Send(call);
+  if (!r.ok()) return r.status();
+  return StatusFromHttp(r->status, r->body);
+}
+
+}  // namespace gleaner::agent

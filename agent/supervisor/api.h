@@ -1,0 +1,91 @@
+// Typed client of the coordinator's node API (docs/api.md) over an HttpClient.
+//
+// Errors: transport failures and 429/5xx are kUnavailable (retry later); 409 is kConflict (the
+// lease is lost: stop); 401/403 kUnauthenticated/kPermissionDenied; other 4xx kInvalidArgument
+// or kNotFound, with the server's error message. Thread-safe (the token is set before threads
+// start; SetToken is not synchronised).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/supervisor/http_client.h"
+#include "shared/json.h"
+
+namespace gleaner::agent {
+
+struct RemoteObject {
+  std::string name;  // input name ("" for checkpoints)
+  std::string url;
+  std::string sha256;
+  int64_t size = -1;  // -1 when the coordinator did not say
+};
+
+struct Assignment {
+  std::string job_id;
+  std::string kind;
+  Json params = Json::object();
+  int64_t steps = 0;
+  int64_t epoch = 0;
+  double heartbeat_interval_s = 30;
+  std::vector<RemoteObject> inputs;
+  std::optional<RemoteObject> resume;
+  int64_t resume_step = 0;
+};
+
+struct HeartbeatReply {
+  bool cancel = false;
+};
+
+struct OutputFile {
+  std::string name, sha256;
+  int64_t size = 0;
+};
+
+class CoordinatorApi {
+ public:
+  CoordinatorApi(HttpClient* http, std::string base_url);
+  void SetToken(const std::string& token) { token_ = token; }
+
+  struct Registration {
+    std::string node_id, token;
+  };
+  Result<Registration> Register(const std::string& enroll_token, const std::string& machine_id,
+                                const std::string& gpu_name, int64_t vram_mb,
+                                const std::string& agent_version);
+  // nullopt = no work now; *retry_after_s gets the server's Retry-After (seconds) or 0.
+  Result<std::optional<Assignment>> Work(double* retry_after_s);
+  Result<HeartbeatReply> Heartbeat(const std::string& job, int64_t epoch, int64_t step, double loss,
+                                   bool has_loss);
+  // Upload URL for the checkpoint of `step`.
+  Result<std::string> CreateCheckpoint(const std::string& job, int64_t epoch, int64_t step);
+  Status CommitCheckpoint(const std::string& job, int64_t epoch, int64_t step,
+                          const std::string& sha256, int64_t size);
+  Result<std::string> CreateOutput(const std::string& job, int64_t epoch, const std::string& name);
+  Status Complete(const std::string& job, int64_t epoch, const std::vector<OutputFile>& outputs);
+  Status Fail(const std::string& job, int64_t epoch, const std::string& reason);
+  Status Release(const std::string& job, int64_t epoch, const std::string& reason);
+
+  // Object transfers to/from presigned URLs (no bearer token is sent to storage).
+  Status PutFile(const std::string& url, const std::string& path);
+  Status GetFile(const std::string& url, const std::string& path);
+
+  // Relative URLs ("/v1/blobs/...") resolve against the coordinator.
+  std::string Resolve(const std::string& url) const;
+
+ private:
+  Result<Json> Call(const std::string& method, const std::string& path, const Json& body,
+                    HttpResponse* raw = nullptr);
+  HttpClient* http_;
+  std::string base_;
+  std::string token_;
+};
+
+// Maps an HTTP status and error body onto a Status (ok for 2xx).
+Status StatusFromHttp(int status, const std::string& body);
+
+Result<Assignment> ParseAssignment(const Json& j);
+
+}  // namespace gleaner::agent

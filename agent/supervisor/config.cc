@@ -1,0 +1,155 @@
+#include "agent/supervisor/config.h"
+
+#include <limits.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "agent/train/common/files.h"
+
+namespace gleaner::agent {
+namespace {
+
+const char* const kEnv[][2] = {{"coordinator", "GLEANER_COORDINATOR"},
+                               {"enroll-token", "GLEANER_ENROLL_TOKEN"},
+                               {"state-dir", "GLEANER_STATE_DIR"},
+                               {"machine-id", "GLEANER_MACHINE_ID"}};
+
+const char* const kKeys[] = {"coordinator",       "enroll-token", "state-dir",
+                             "machine-id",        "trainer",      "heartbeat-interval",
+                             "shutdown-deadline", "cache-max-mb", "keep-checkpoints",
+                             "max-poll-interval", "config",       nullptr};
+
+bool Known(const std::string& k) {
+  for (const char* const* p = kKeys; *p != nullptr; ++p) {
+    if (k == *p) return true;
+  }
+  return false;
+}
+
+bool ParseNumber(const std::string& s, double lo, double hi, double* out) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size() || !(v >= lo && v <= hi)) return false;
+  *out = v;
+  return true;
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+  return s.substr(i);
+}
+
+std::string DefaultTrainer() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "gleaner-train";
+  buf[n] = '\0';
+  return files::Join(files::Dirname(buf), "gleaner-train");
+}
+
+}  // namespace
+
+const char* AgentUsage() {
+  return "usage: gleaner-agent --coordinator URL --enroll-token TOKEN --state-dir DIR\n"
+         "  [--config FILE] [--machine-id ID] [--trainer PATH] [--heartbeat-interval S]\n"
+         "  [--shutdown-deadline S (20)] [--cache-max-mb N (20480)] [--keep-checkpoints N (3)]\n"
+         "  [--max-poll-interval S (60)] [--once]\n"
+         "env: GLEANER_COORDINATOR, GLEANER_ENROLL_TOKEN, GLEANER_STATE_DIR, GLEANER_MACHINE_ID,\n"
+         "     SALAD_MACHINE_ID\n";
+}
+
+Result<AgentConfig> ParseAgentConfig(int argc, char** argv) {
+  std::map<std::string, std::string> flags, values;
+  bool once = false;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") return Status::NotFound("help");
+    if (a == "--once") {
+      once = true;
+      continue;
+    }
+    if (a.rfind("--", 0) != 0) return Status::Invalid("unexpected argument '" + a + "'");
+    std::string key = a.substr(2), value;
+    size_t eq = key.find('=');
+    if (eq != std::string::npos) {
+      value = key.substr(eq + 1);
+      key = key.substr(0, eq);
+    } else {
+      if (i + 1 >= argc) return Status::Invalid("--" + key + " needs a value");
+      value = argv[++i];
+    }
+    if (!Known(key)) return Status::Invalid("unknown flag --" + key);
+    flags[key] = value;
+  }
+  auto cfg = flags.find("config");
+  if (cfg != flags.end()) {
+    Result<std::string> text = files::ReadAll(cfg->second, 1 << 20);
+    if (!text.ok()) return Status::Invalid("config: " + text.status().message());
+    size_t pos = 0;
+    int line_no = 0;
+    while (pos <= text->size()) {
+      size_t nl = text->find('\n', pos);
+      if (nl == std::string::npos) nl = text->size();
+      std::string line = Trim(text->substr(pos, nl - pos));
+      pos = nl + 1;
+      ++line_no;
+      if (line.empty() || line[0] == '#') continue;
+      size_t eq = line.find('=');
+      std::string key = eq == std::string::npos ? line : Trim(line.substr(0, eq));
+      if (eq == std::string::npos || !Known(key) || key == "config") {
+        return Status::Invalid("config line " + std::to_string(line_no) +
+                               ": expected KEY=VALUE "
+                               "with a known key");
+      }
+      values[key] = Trim(line.substr(eq + 1));
+    }
+  }
+  for (const auto& e : kEnv) {
+    const char* v = std::getenv(e[1]);
+    if (v != nullptr && *v != '\0') values[e[0]] = v;
+  }
+  for (const auto& f : flags) values[f.first] = f.second;
+
+  AgentConfig c;
+  c.once = once;
+  c.coordinator = values["coordinator"];
+  c.enroll_token = values["enroll-token"];
+  c.state_dir = values["state-dir"];
+  c.machine_id = values["machine-id"];
+  c.trainer = values.count("trainer") ? values["trainer"] : DefaultTrainer();
+  struct Num {
+    const char* key;
+    double lo, hi;
+    double* out;
+  };
+  double cache_mb = double(c.cache_max_mb), keep = c.keep_checkpoints;
+  std::vector<Num> nums = {{"heartbeat-interval", 0.01, 86400, &c.heartbeat_override_s},
+                           {"shutdown-deadline", 0.1, 3600, &c.shutdown_deadline_s},
+                           {"cache-max-mb", 0, 1e9, &cache_mb},
+                           {"keep-checkpoints", 1, 1000, &keep},
+                           {"max-poll-interval", 0.01, 86400, &c.idle_poll_max_s}};
+  for (const Num& n : nums) {
+    auto it = values.find(n.key);
+    if (it == values.end()) continue;
+    if (!ParseNumber(it->second, n.lo, n.hi, n.out)) {
+      return Status::Invalid(std::string("--") + n.key + " must be a number in [" +
+                             std::to_string(n.lo) + ", " + std::to_string(n.hi) + "]");
+    }
+  }
+  c.cache_max_mb = int64_t(cache_mb);
+  c.keep_checkpoints = int(keep);
+  if (c.coordinator.empty()) return Status::Invalid("--coordinator URL is required");
+  if (c.state_dir.empty()) return Status::Invalid("--state-dir DIR is required");
+  if (c.coordinator.rfind("http://", 0) != 0 && c.coordinator.rfind("https://", 0) != 0) {
+    return Status::Invalid("--coordinator must be an http:// or https:// URL");
+  }
+  return c;
+}
+
+}  // namespace gleaner::agent

@@ -1,0 +1,33 @@
+// gleaner-agent settings: flags > environment > config file (KEY=VALUE lines, keys as the long
+// flag names without "--", e.g. "coordinator=http://..."; '#' starts a comment).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "shared/status.h"
+
+namespace gleaner::agent {
+
+struct AgentConfig {
+  std::string coordinator;          // --coordinator / GLEANER_COORDINATOR
+  std::string enroll_token;         // --enroll-token / GLEANER_ENROLL_TOKEN
+  std::string state_dir;            // --state-dir / GLEANER_STATE_DIR
+  std::string machine_id;           // --machine-id / GLEANER_MACHINE_ID (else detected)
+  std::string trainer;              // --trainer (default: gleaner-train beside gleaner-agent)
+  double heartbeat_override_s = 0;  // --heartbeat-interval: 0 = the lease's interval
+  double shutdown_deadline_s = 20;  // --shutdown-deadline
+  int64_t cache_max_mb = 20480;     // --cache-max-mb
+  int keep_checkpoints = 3;         // --keep-checkpoints
+  double idle_poll_max_s = 60;      // --max-poll-interval: cap on waits between work requests
+  bool once = false;                // --once: exit after one job (tests, benchmarks)
+};
+
+constexpr const char* kAgentVersion = "0.1.0";
+
+// Parses argv (after the program name), the environment and an optional --config FILE.
+// InvalidArgument with one readable line on bad input; NotFound("help") for --help.
+Result<AgentConfig> ParseAgentConfig(int argc, char** argv);
+const char* AgentUsage();
+
+}  // namespace gleaner::agent

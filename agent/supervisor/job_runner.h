@@ -1,0 +1,43 @@
+// Runs one assigned job to its end on this node (DESIGN §4 steps 3–8):
+// inputs from the cache, the resume checkpoint (verified, unpacked), gleaner-train as a child,
+// heartbeats on their own thread, checkpoint uploads in the background, then complete / fail /
+// release. The trainer crashing never takes the agent with it.
+//
+// Threads: Run() blocks the caller; it starts a heartbeat thread and an uploader thread and the
+// child's reader threads, and joins them all before returning.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "agent/supervisor/api.h"
+#include "agent/supervisor/cache.h"
+#include "agent/supervisor/config.h"
+#include "agent/supervisor/state.h"
+#include "agent/supervisor/stop.h"
+
+namespace gleaner::agent {
+
+enum class JobOutcome {
+  kCompleted,  // outputs uploaded, /complete accepted
+  kFailed,     // /fail reported (trainer failed or crashed, or inputs were bad)
+  kReleased,   // stopped for shutdown: last checkpoint committed, /release sent
+  kLost,       // 409: the lease is no longer ours; everything local was discarded
+  kCanceled,   // the coordinator said cancel: stopped, nothing reported
+  kAbandoned,  // could not reach a verdict before the shutdown deadline
+};
+const char* JobOutcomeName(JobOutcome o);
+
+struct ShutdownState {
+  StopToken stop;                                  // requested on the agent's first SIGTERM/SIGINT
+  std::chrono::steady_clock::time_point deadline;  // valid once stop is requested
+};
+
+JobOutcome RunJob(const AgentConfig& config, CoordinatorApi* api, StateDir* state, BlobCache* cache,
+                  const Assignment& job, ShutdownState* shutdown);
+
+// After a restart: finishes checkpoint uploads recorded in the state dir if the lease is still
+// held (409 drops them), releases that job so it is re-queued at once, clears the record.
+void RecoverPendingJob(CoordinatorApi* api, StateDir* state, const ShutdownState* shutdown);
+
+}  // namespace gleaner::agent

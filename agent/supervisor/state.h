@@ -1,0 +1,63 @@
+// The agent's state directory (layout in docs/agent.md):
+//   identity.json  {"machine_id","node_id","token","coordinator"}  mode 0600
+//   current_job.json  the job this agent holds: {"job_id","epoch","pending":[{step,archive,
+//                     sha256,size}]} — checkpoint uploads not yet committed
+//   cache/         content-addressed inputs (cache.h)
+//   jobs/<job>-<epoch>/  work directory of the running job
+// Every write is durable (temp + fsync + rename + fsync dir). Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "shared/status.h"
+
+namespace gleaner::agent {
+
+struct Identity {
+  std::string machine_id, node_id, token, coordinator;
+};
+
+struct PendingUpload {
+  int64_t step = 0;
+  std::string archive;  // absolute path of the packed checkpoint
+  std::string sha256;
+  int64_t size = 0;
+};
+
+struct CurrentJob {
+  std::string job_id;
+  int64_t epoch = 0;
+  std::vector<PendingUpload> pending;
+};
+
+class StateDir {
+ public:
+  explicit StateDir(std::string dir) : dir_(std::move(dir)) {}
+  Status Init();  // creates the directory (0700) and its subdirectories
+  const std::string& dir() const { return dir_; }
+  std::string CacheDir() const;
+  std::string JobDir(const std::string& job_id, int64_t epoch) const;
+
+  Result<std::optional<Identity>> LoadIdentity();
+  Status SaveIdentity(const Identity& id);
+
+  Result<std::optional<CurrentJob>> LoadCurrentJob();
+  Status SaveCurrentJob(const CurrentJob& job);
+  Status ClearCurrentJob();
+  // Adds / removes one pending upload of the current job (read-modify-write under a lock).
+  Status AddPending(const std::string& job_id, int64_t epoch, const PendingUpload& p);
+  Status RemovePending(const std::string& job_id, int64_t epoch, int64_t step);
+
+ private:
+  std::string dir_;
+  std::mutex mu_;
+};
+
+// SALAD_MACHINE_ID, else GLEANER_MACHINE_ID, else a hash of /etc/machine-id (never the raw id).
+std::string DetectMachineId();
+
+}  // namespace gleaner::agent

@@ -1,0 +1,141 @@
+#include "agent/supervisor/uploader.h"
+
+#include "agent/supervisor/archive.h"
+#include "agent/supervisor/log.h"
+#include "agent/supervisor/retry.h"
+#include "agent/train/common/checkpoint_dir.h"
+#include "agent/train/common/files.h"
+
+namespace gleaner::agent {
+
+CheckpointUploader::CheckpointUploader(CoordinatorApi* api, StateDir* state, std::string job_id,
+                                       int64_t epoch, std::string work_dir, int keep)
+    : api_(api),
+      state_(state),
+      job_id_(std::move(job_id)),
+      epoch_(epoch),
+      work_dir_(std::move(work_dir)),
+      keep_(keep < 1 ? 1 : keep) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+CheckpointUploader::~CheckpointUploader() {
+  Abort();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    quit_ = true;
+    cv_.notify_all();
+  }
+  thread_.join();
+}
+
+void CheckpointUploader::Enqueue(int64_t step, const std::string& dir) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Item item;
+  item.step = step;
+  item.dir = dir;
+  queue_.push_back(item);
+  cv_.notify_all();
+}
+
+void CheckpointUploader::EnqueuePacked(const PendingUpload& p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Item item;
+  item.step = p.step;
+  item.packed = p;
+  queue_.push_back(item);
+  cv_.notify_all();
+}
+
+bool CheckpointUploader::Drain(double timeout_s) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, std::chrono::duration<double>(timeout_s),
+                      [this] { return queue_.empty() && !busy_; });
+}
+
+void CheckpointUploader::Abort() {
+  abort_.Request();
+  std::lock_guard<std::mutex> lock(mu_);
+  queue_.clear();
+  cv_.notify_all();
+}
+
+void CheckpointUploader::Loop() {
+  for (;;) {
+    Item item;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      busy_ = false;
+      cv_.notify_all();
+      cv_.wait(lock, [this] { return quit_ || !queue_.empty(); });
+      if (quit_) return;
+      item = queue_.front();
+      queue_.pop_front();
+      busy_ = true;
+    }
+    if (abort_.requested()) continue;
+    Status s = Upload(&item);
+    if (s.ok()) {
+      last_committed_ = item.step;
+      committed_.push_back(item.step);
+      state_->RemovePending(job_id_, epoch_, item.step);
+      Log("job %s: checkpoint step %lld committed", job_id_.c_str(),
+          static_cast<long long>(item.step));
+      Prune();
+    } else if (s.code() == Code::kConflict) {
+      Log("job %s: checkpoint step %lld refused (%s): lease lost", job_id_.c_str(),
+          static_cast<long long>(item.step), s.message().c_str());
+      lease_lost_ = true;
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.clear();
+    } else {
+      Log("job %s: checkpoint step %lld not uploaded: %s", job_id_.c_str(),
+          static_cast<long long>(item.step), s.ToString().c_str());
+    }
+  }
+}
+
+Status CheckpointUploader::Upload(Item* item) {
+  if (!item->dir.empty()) {
+    files::MakeDirs(files::Join(work_dir_, "uploads"));
+    std::string archive =
+        files::Join(files::Join(work_dir_, "uploads"), std::to_string(item->step) + ".gckpt");
+    Result<CheckpointManifest> m = PackCheckpoint(item->dir, archive);
+    if (!m.ok()) return m.status();
+    Result<files::FileDigest> d = files::Digest(archive);
+    if (!d.ok()) return d.status();
+    item->packed = PendingUpload{item->step, archive, d->sha256, d->size};
+    GLEANER_RETURN_IF_ERROR(state_->AddPending(job_id_, epoch_, item->packed));
+  }
+  const PendingUpload& p = item->packed;
+  auto give_up = [this] { return abort_.requested(); };
+  std::string url;
+  Status s = Retry(
+      "checkpoint url",
+      [&] {
+        Result<std::string> u = api_->CreateCheckpoint(job_id_, epoch_, p.step);
+        if (u.ok()) url = *u;
+        return u.status();
+      },
+      give_up, &abort_);
+  if (!s.ok()) return s;
+  s = Retry(
+      "checkpoint upload", [&] { return api_->PutFile(url, p.archive); }, give_up, &abort_);
+  if (!s.ok()) return s;
+  return Retry(
+      "checkpoint commit",
+      [&] { return api_->CommitCheckpoint(job_id_, epoch_, p.step, p.sha256, p.size); }, give_up,
+      &abort_);
+}
+
+void CheckpointUploader::Prune() {
+  while (int(committed_.size()) > keep_) {
+    int64_t old = committed_.front();
+    committed_.pop_front();
+    files::RemoveTree(train::CheckpointDirFor(work_dir_, old));
+    files::RemoveTree(
+        files::Join(files::Join(work_dir_, "uploads"), std::to_string(old) + ".gckpt"));
+  }
+}
+
+}  // namespace gleaner::agent

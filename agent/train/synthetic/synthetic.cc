@@ -1,0 +1,166 @@
+#include "agent/train/synthetic/synthetic.h"
+
+#include <time.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "agent/train/common/checkpoint_dir.h"
+#include "agent/train/common/files.h"
+#include "agent/train/common/progress.h"
+#include "agent/train/common/run_args.h"
+#include "agent/train/common/signals.h"
+#include "agent/train/kinds.h"
+#include "shared/trainer_protocol.h"
+
+namespace gleaner::train {
+namespace {
+
+constexpr const char* kKind = "synthetic";
+constexpr const char* kStateFile = "state.json";
+
+struct Params {
+  int64_t steps = 0, step_ms = 0, checkpoint_every = 0, seed = 0;
+  int64_t fail_at_step = -1, crash_at_step = -1;
+};
+
+Result<Params> ReadParams(const Json& j) {
+  Params p;
+  FieldReader r(j, "params.");
+  r.Int("steps", &p.steps, true, 1, 10000000);
+  r.Int("step_ms", &p.step_ms, false, 0, 600000);
+  r.Int("checkpoint_every", &p.checkpoint_every, false, 0, 10000000);
+  r.Int("seed", &p.seed, false, INT64_MIN, INT64_MAX);
+  r.Int("fail_at_step", &p.fail_at_step, false, 0, 10000000);
+  r.Int("crash_at_step", &p.crash_at_step, false, 0, 10000000);
+  if (!r.ok()) return r.status();
+  // Test hook: a node whose trainers fail (a "bad GPU"), so tests can watch a job move on.
+  const char* env = std::getenv("GLEANER_SYNTHETIC_FAIL_AT_STEP");
+  if (env != nullptr && *env != '\0') p.fail_at_step = std::atoll(env);
+  return p;
+}
+
+struct State {
+  int64_t step = 0;
+  Digest s{};
+};
+
+Result<State> LoadResume(const std::string& dir, const Params& p) {
+  Result<CheckpointManifest> m = VerifyCheckpointDir(dir);
+  if (!m.ok()) return m.status();
+  if (m->kind != kKind) return Status::Corruption("checkpoint is of kind " + m->kind);
+  Result<std::string> text = files::ReadAll(files::Join(dir, kStateFile), 1 << 16);
+  if (!text.ok()) return text.status();
+  Result<Json> j = ParseJson(*text);
+  if (!j.ok()) return Status::Corruption("state.json: " + j.status().message());
+  FieldReader r(*j, "state.");
+  int64_t seed = 0;
+  State st;
+  std::string hex, raw;
+  r.Int("seed", &seed, true, INT64_MIN, INT64_MAX);
+  r.Int("step", &st.step, true, 0, p.steps);
+  r.String("state", &hex, true, 64);
+  if (!r.ok()) return Status::Corruption(r.status().message());
+  if (seed != p.seed) return Status::Corruption("checkpoint seed differs from the job's seed");
+  if (st.step != m->step) return Status::Corruption("state step differs from the manifest step");
+  if (!IsSha256Hex(hex) || !HexDecode(hex, &raw)) return Status::Corruption("bad state digest");
+  std::copy(raw.begin(), raw.end(), st.s.begin());
+  return st;
+}
+
+Status WriteCheckpoint(const RunArgs& args, const Params& p, const State& st) {
+  std::string dir = CheckpointDirFor(args.work_dir, st.step);
+  Result<CheckpointWriter> w = CheckpointWriter::Begin(dir);
+  if (!w.ok()) return w.status();
+  Json state = {{"seed", p.seed}, {"step", st.step}, {"state", HexEncode(st.s)}};
+  GLEANER_RETURN_IF_ERROR(w->AddFile(kStateFile, DumpJson(state)));
+  GLEANER_RETURN_IF_ERROR(w->Commit(kKind, SpecJobId(args), st.step));
+  EmitCheckpoint(st.step, dir);
+  return Status::Ok();
+}
+
+void SleepMs(int64_t ms) {
+  if (ms <= 0) return;
+  struct timespec ts = {time_t(ms / 1000), long(ms % 1000) * 1000000L};
+  nanosleep(&ts, nullptr);  // a stop signal cuts the step short; that is fine
+}
+
+int Fail(const std::string& reason) {
+  EmitError(reason);
+  std::fprintf(stderr, "gleaner-train: %s\n", reason.c_str());
+  return kExitFailed;
+}
+
+}  // namespace
+
+Digest SyntheticSeedState(int64_t seed) {
+  return Sha256Of(std::to_string(seed));
+}
+
+Digest SyntheticNextState(const Digest& prev, int64_t k) {
+  uint8_t le[8];
+  for (int i = 0; i < 8; ++i) le[i] = uint8_t(uint64_t(k) >> (8 * i));
+  Sha256 h;
+  h.Update(prev.data(), prev.size());
+  h.Update(le, sizeof le);
+  return h.Finish();
+}
+
+std::string SyntheticChainHex(int64_t seed, int64_t steps) {
+  Digest s = SyntheticSeedState(seed);
+  for (int64_t k = 1; k <= steps; ++k) s = SyntheticNextState(s, k);
+  return HexEncode(s);
+}
+
+int RunSynthetic(const RunArgs& args) {
+  Result<Params> params = ReadParams(SpecParams(args));
+  if (!params.ok()) return Fail(params.status().message());
+  const Params& p = *params;
+  State st;
+  st.s = SyntheticSeedState(p.seed);
+  if (!args.resume_dir.empty()) {
+    Result<State> resumed = LoadResume(args.resume_dir, p);
+    if (!resumed.ok()) return Fail("cannot resume: " + resumed.status().message());
+    st = *resumed;
+    std::fprintf(stderr, "gleaner-train: synthetic resumed at step %lld\n",
+                 static_cast<long long>(st.step));
+  }
+  int64_t last_ckpt = st.step;
+  while (st.step < p.steps) {
+    if (StopRequested()) break;
+    int64_t k = st.step + 1;
+    if (k == p.crash_at_step) {
+      std::fprintf(stderr, "gleaner-train: crash_at_step %lld reached\n",
+                   static_cast<long long>(k));
+      std::fflush(stderr);
+      std::abort();
+    }
+    if (k == p.fail_at_step) return Fail("fail_at_step " + std::to_string(k) + " reached");
+    SleepMs(p.step_ms);
+    st.s = SyntheticNextState(st.s, k);
+    st.step = k;
+    EmitStep(k, p.steps, 1.0 / double(k), true, p.step_ms > 0 ? 1000.0 / double(p.step_ms) : 0);
+    if (p.checkpoint_every > 0 && k % p.checkpoint_every == 0 && k < p.steps) {
+      Status s = WriteCheckpoint(args, p, st);
+      if (!s.ok()) return Fail("checkpoint: " + s.message());
+      last_ckpt = k;
+    }
+  }
+  if (st.step < p.steps) {  // stop requested
+    if (last_ckpt != st.step || !args.resume_dir.empty() || st.step == 0) {
+      Status s = WriteCheckpoint(args, p, st);
+      if (!s.ok()) return Fail("checkpoint: " + s.message());
+    }
+    std::fprintf(stderr, "gleaner-train: stopped at step %lld\n", static_cast<long long>(st.step));
+    return kExitInterrupted;
+  }
+  Result<CheckpointWriter> out = CheckpointWriter::Begin(OutputDirFor(args.work_dir));
+  if (!out.ok()) return Fail("output: " + out.status().message());
+  Status s = out->AddFile("chain.txt", HexEncode(st.s) + "\n");
+  if (s.ok()) s = out->Commit(kKind, SpecJobId(args), st.step);
+  if (!s.ok()) return Fail("output: " + s.message());
+  EmitDone(st.step);
+  return kExitDone;
+}
+
+}  // namespace gleaner::train

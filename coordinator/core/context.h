@@ -1,0 +1,74 @@
+// What every route handler gets: the request, the authenticated caller, path captures and the
+// parsed JSON body, shared by the handler's continuations (std::function must be copyable).
+// Internal to the core. A context points at the Coordinator's config: the Coordinator must
+// outlive the plans it makes (see coordinator.h).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "coordinator/core/config.h"
+#include "coordinator/core/http.h"
+#include "coordinator/core/plan.h"
+#include "coordinator/core/sql.h"
+#include "shared/json.h"
+
+namespace gleaner::core {
+
+// Role bits for route tables.
+enum RoleBit : unsigned {
+  kRoleDeveloper = 1,
+  kRoleNode = 2,
+  kRoleOperator = 4,
+  kRoleEnroll = 8,
+};
+const char* RoleName(unsigned role_bit);
+
+struct Caller {
+  unsigned role = 0;        // one RoleBit, 0 for public routes
+  std::string id;           // api key id (k_...) or node id (n_...)
+  std::string gpu_name;     // nodes only
+  int64_t vram_mb = 0;      // nodes only
+  std::string node_state;   // nodes only: active | quarantined
+  bool is_operator() const { return role == kRoleOperator; }
+};
+
+struct Ctx {
+  const CoreConfig* config = nullptr;
+  HttpRequest req;
+  Caller caller;
+  std::vector<std::string> args;  // path captures, in order
+  Json body = Json::object();     // parsed body (routes with a JSON body), else {}
+  int64_t now() const { return req.now_ms; }
+};
+using CtxPtr = std::shared_ptr<const Ctx>;
+
+// Final plans.
+Plan RespondJson(int status, const Json& body);
+// A failed batch: busy -> 503 (retry), constraint -> 409, anything else -> 500.
+Plan DbFail(const Status& st);
+// Error with an explicit HTTP status and code (e.g. 405 method_not_allowed).
+HttpResponse ErrorResponse(int status, const std::string& code, const std::string& message);
+
+// Concatenates SQL parameter lists.
+std::vector<SqlValue> Cat(std::vector<SqlValue> a, const std::vector<SqlValue>& b);
+
+// The lease fence of every node write (DESIGN §2.2): the job is running under this epoch,
+// held by this node, and the lease has not expired. Use as "WHERE <sql>" on jobs or inside
+// "EXISTS (SELECT 1 FROM jobs WHERE <sql>)".
+struct Fence {
+  std::string sql;
+  std::vector<SqlValue> params;
+};
+Fence LeaseFence(const Ctx& ctx, int64_t epoch);
+
+// Ownership guard for developer routes: "(? = 1 OR owner_key_id = ?)".
+std::string OwnerSql();
+std::vector<SqlValue> OwnerParams(const Ctx& ctx);
+
+// True for ids the core mints ([A-Za-z0-9_], 1..64 chars).
+bool IsPlainId(const std::string& s);
+
+}  // namespace gleaner::core

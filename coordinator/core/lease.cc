@@ -1,0 +1,45 @@
+#include "coordinator/core/lease.h"
+
+#include <cstdio>
+
+#include "shared/job_params.h"
+
+namespace gleaner::core {
+
+const char* const kLeaseColumns =
+    "id, state, lease_epoch, node_id, lease_expires_at, steps_total, ckpt_step, ckpt_sha256, "
+    "ckpt_size, outputs";
+
+Status ExplainLease(const Rows& job, const Ctx& ctx, int64_t epoch) {
+  if (job.empty()) return Status::NotFound("no such job");
+  const std::string& state = job.Get(0, "state").AsText();
+  int64_t current = job.Get(0, "lease_epoch").AsInt();
+  if (epoch != current) {
+    return Status::Conflict("lease epoch " + std::to_string(epoch) + " is stale (current epoch " +
+                            std::to_string(current) + ")");
+  }
+  if (job.Get(0, "node_id").AsText() != ctx.caller.id) {
+    return Status::Conflict("the lease is held by another node");
+  }
+  if (state != "running") return Status::Conflict("job is " + state);
+  if (job.Get(0, "lease_expires_at").AsInt() < ctx.now()) {
+    return Status::Conflict("the lease expired");
+  }
+  return Status::Ok();
+}
+
+bool ReadEpoch(FieldReader& r, int64_t* epoch) {
+  return r.Int("epoch", epoch, true, 1, kMaxSafeInteger);
+}
+
+std::string CheckpointKey(const std::string& job, int64_t epoch, int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%010lld", (long long)step);
+  return "jobs/" + job + "/ckpt/e" + std::to_string(epoch) + "/s" + buf;
+}
+
+std::string OutputKey(const std::string& job, int64_t epoch, const std::string& name) {
+  return "jobs/" + job + "/out/e" + std::to_string(epoch) + "/" + name;
+}
+
+}  // namespace gleaner::core

@@ -1,0 +1,191 @@
+#include "coordinator/core/router.h"
+
+#include "coordinator/core/routes.h"
+#include "shared/sha256.h"
+
+namespace gleaner::core {
+namespace {
+
+constexpr unsigned kDev = kRoleDeveloper, kNode = kRoleNode, kOp = kRoleOperator,
+                   kEnroll = kRoleEnroll;
+
+Plan Healthz(CtxPtr) { return RespondJson(200, {{"ok", true}}); }
+
+std::vector<std::string> Split(const std::string& path) {
+  std::vector<std::string> out;
+  size_t start = 1;
+  if (path.empty() || path[0] != '/') return out;
+  while (start <= path.size()) {
+    size_t slash = path.find('/', start);
+    if (slash == std::string::npos) slash = path.size();
+    out.push_back(path.substr(start, slash - start));
+    start = slash + 1;
+  }
+  return out;
+}
+
+bool Match(const char* pattern, const std::vector<std::string>& segs,
+           std::vector<std::string>* args) {
+  std::vector<std::string> pat = Split(pattern);
+  if (pat.size() != segs.size()) return false;
+  args->clear();
+  for (size_t i = 0; i < pat.size(); ++i) {
+    if (!pat[i].empty() && pat[i][0] == '{') {
+      if (segs[i].empty()) return false;
+      args->push_back(segs[i]);
+    } else if (pat[i] != segs[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string RolesText(unsigned roles) {
+  std::string out;
+  for (unsigned bit : {kDev, kNode, kOp, kEnroll}) {
+    if (roles & bit) out += std::string(out.empty() ? "" : " or ") + RoleName(bit);
+  }
+  return out;
+}
+
+// Bearer token from the Authorization header, or "" if absent or malformed.
+std::string BearerToken(const HttpRequest& req) {
+  const std::string& h = req.Header("authorization");
+  if (h.size() < 8 || h.size() > 300) return "";
+  std::string scheme = h.substr(0, 7);
+  for (char& c : scheme) c = char(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  if (scheme != "bearer ") return "";
+  std::string token = h.substr(7);
+  size_t first = token.find_first_not_of(' ');
+  if (first == std::string::npos) return "";
+  token = token.substr(first);
+  while (!token.empty() && token.back() == ' ') token.pop_back();
+  for (char c : token) {
+    if (c <= ' ' || c > '~') return "";
+  }
+  return token;
+}
+
+Plan Dispatch(std::shared_ptr<Ctx> ctx, const RouteInfo* route) {
+  if (route->json_body) {
+    const std::string& body = ctx->req.body;
+    if (body.find_first_not_of(" \t\r\n") != std::string::npos) {
+      Result<Json> parsed = ParseJson(body);
+      if (!parsed.ok()) return Plan::Fail(parsed.status());
+      if (!parsed->is_object()) return Plan::Fail(Status::Invalid("body must be a JSON object"));
+      ctx->body = std::move(parsed).value();
+    }
+  }
+  return route->handler(std::move(ctx));
+}
+
+}  // namespace
+
+const std::vector<RouteInfo>& Routes() {
+  static const std::vector<RouteInfo> kRoutes = {
+      {"GET", "/healthz", 0, Healthz, false},
+      {"POST", "/v1/keys", kOp, HandleCreateKey, true},
+      {"POST", "/v1/nodes/register", kEnroll | kOp, HandleRegisterNode, true},
+      {"GET", "/v1/nodes", kOp, HandleListNodes, false},
+      {"POST", "/v1/nodes/{id}/{action}", kOp, HandleSetNodeState, true},
+      {"POST", "/v1/uploads", kDev | kOp, HandleCreateUpload, true},
+      {"POST", "/v1/jobs", kDev | kOp, HandleCreateJob, true},
+      {"GET", "/v1/jobs", kDev | kOp, HandleListJobs, false},
+      {"GET", "/v1/jobs/{id}", kDev | kOp, HandleGetJob, false},
+      {"POST", "/v1/jobs/{id}/cancel", kDev | kOp, HandleCancelJob, true},
+      {"GET", "/v1/jobs/{id}/events", kDev | kOp, HandleJobEvents, false},
+      {"GET", "/v1/jobs/{id}/result", kDev | kOp, HandleJobResult, false},
+      {"POST", "/v1/work", kNode, HandleWork, true},
+      {"POST", "/v1/jobs/{id}/heartbeat", kNode, HandleHeartbeat, true},
+      {"POST", "/v1/jobs/{id}/checkpoints", kNode, HandleCheckpointUrl, true},
+      {"POST", "/v1/jobs/{id}/checkpoints/{step}/commit", kNode, HandleCheckpointCommit, true},
+      {"POST", "/v1/jobs/{id}/outputs", kNode, HandleOutputUrl, true},
+      {"POST", "/v1/jobs/{id}/complete", kNode, HandleComplete, true},
+      {"POST", "/v1/jobs/{id}/fail", kNode, HandleFail, true},
+      {"POST", "/v1/jobs/{id}/release", kNode, HandleRelease, true},
+      {"PUT", "/v1/prices", kOp, HandlePutPrice, true},
+      {"GET", "/v1/prices", kOp, HandleListPrices, false},
+      {"GET", "/v1/reports/cost", kOp, HandleCostReport, false},
+      {"POST", "/v1/admin/maintenance", kOp, HandleMaintenance, true},
+  };
+  return kRoutes;
+}
+
+Plan RouteRequest(const CoreConfig* config, const HttpRequest& request) {
+  std::vector<std::string> segs = Split(request.path);
+  std::vector<std::string> args;
+  const RouteInfo* route = nullptr;
+  std::string allowed;
+  for (const RouteInfo& r : Routes()) {
+    std::vector<std::string> a;
+    if (!Match(r.pattern, segs, &a)) continue;
+    if (r.method == request.method) {
+      route = &r;
+      args = std::move(a);
+      break;
+    }
+    if (allowed.find(r.method) == std::string::npos) {
+      allowed += std::string(allowed.empty() ? "" : ", ") + r.method;
+    }
+  }
+  if (route == nullptr) {
+    if (allowed.empty()) {
+      return Plan::Fail(Status::NotFound("no route for " + request.method + " " + request.path));
+    }
+    HttpResponse resp = ErrorResponse(405, "method_not_allowed",
+                                      request.method + " is not allowed on " + request.path +
+                                          " (allowed: " + allowed + ")");
+    resp.headers.emplace_back("Allow", allowed);
+    return Plan::Respond(std::move(resp));
+  }
+  if (int64_t(request.body.size()) > config->max_request_body) {
+    return Plan::Fail(Status(Code::kTooLarge, "request body is larger than " +
+                                                  std::to_string(config->max_request_body) +
+                                                  " bytes"));
+  }
+  if (request.method != "GET" && request.entropy.size() < 32) {
+    return Plan::Fail(Status::Internal("the server supplied too little entropy"));
+  }
+  auto ctx = std::make_shared<Ctx>();
+  ctx->config = config;
+  ctx->req = request;
+  ctx->args = std::move(args);
+  if (route->roles == 0) return Dispatch(std::move(ctx), route);
+
+  std::string token = BearerToken(request);
+  if (token.empty()) {
+    return Plan::Fail(Status(Code::kUnauthenticated,
+                             "missing bearer token (Authorization: Bearer <token>)"));
+  }
+  std::string hash = Sha256Hex(token);
+  Batch b;
+  b.Add("SELECT id, role FROM api_keys WHERE token_hash = ? AND revoked_at IS NULL", {hash});
+  b.Add("SELECT id, gpu_name, vram_mb, state FROM nodes WHERE token_hash = ?", {hash});
+  return Plan::Run(std::move(b), [ctx, route](BatchResult r) -> Plan {
+    if (!r.status.ok()) return DbFail(r.status);
+    Caller& c = ctx->caller;
+    const Rows& keys = r.results[0];
+    const Rows& nodes = r.results[1];
+    if (!keys.empty()) {
+      const std::string& role = keys.Get(0, "role").AsText();
+      c.role = role == "developer" ? kDev : role == "operator" ? kOp : role == "enroll" ? kEnroll : 0;
+      c.id = keys.Get(0, "id").AsText();
+    } else if (!nodes.empty()) {
+      c.role = kNode;
+      c.id = nodes.Get(0, "id").AsText();
+      c.gpu_name = nodes.Get(0, "gpu_name").AsText();
+      c.vram_mb = nodes.Get(0, "vram_mb").AsInt();
+      c.node_state = nodes.Get(0, "state").AsText();
+    } else {
+      return Plan::Fail(Status(Code::kUnauthenticated, "unknown or revoked token"));
+    }
+    if ((route->roles & c.role) == 0) {
+      return Plan::Fail(Status(Code::kPermissionDenied,
+                               std::string("this route needs the ") + RolesText(route->roles) +
+                                   " role; the token has the " + RoleName(c.role) + " role"));
+    }
+    return Dispatch(ctx, route);
+  });
+}
+
+}  // namespace gleaner::core

@@ -1,0 +1,28 @@
+// The route table of API v1 and the request pipeline:
+//   match (404 unknown path, 405 wrong method) -> body size (413) -> bearer token (401) ->
+//   one auth batch (token hash in api_keys / nodes; 401 unknown, 403 wrong role) ->
+//   JSON body (400) -> handler.
+// Public so tests and docs can enumerate every route with its roles.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "coordinator/core/context.h"
+
+namespace gleaner::core {
+
+struct RouteInfo {
+  const char* method;
+  const char* pattern;  // "/v1/jobs/{id}/heartbeat": {name} matches one path segment
+  unsigned roles;       // RoleBit mask; 0 = no token needed
+  Plan (*handler)(CtxPtr);
+  bool json_body;       // body parsed as a JSON object ("" reads as {})
+};
+
+const std::vector<RouteInfo>& Routes();
+
+// The whole pipeline for one request.
+Plan RouteRequest(const CoreConfig* config, const HttpRequest& request);
+
+}  // namespace gleaner::core

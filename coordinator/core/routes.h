@@ -1,0 +1,45 @@
+// Route handlers, one group per file (routes_*.cc, reports.cc, maintenance.cc). Each gets an
+// authenticated context (router.cc has done 404/405/413/401/403 and body parsing) and returns
+// the plan for the rest of the request. Internal to the core.
+#pragma once
+
+#include "coordinator/core/context.h"
+
+namespace gleaner::core {
+
+// routes_keys.cc
+Plan HandleCreateKey(CtxPtr ctx);
+// routes_nodes.cc
+Plan HandleRegisterNode(CtxPtr ctx);
+Plan HandleListNodes(CtxPtr ctx);
+Plan HandleSetNodeState(CtxPtr ctx);  // quarantine | restore (ctx->args[1])
+// routes_jobs.cc
+Plan HandleCreateUpload(CtxPtr ctx);
+Plan HandleCreateJob(CtxPtr ctx);
+// routes_job_reads.cc
+Plan HandleGetJob(CtxPtr ctx);
+Plan HandleListJobs(CtxPtr ctx);
+Plan HandleCancelJob(CtxPtr ctx);
+Plan HandleJobEvents(CtxPtr ctx);
+Plan HandleJobResult(CtxPtr ctx);
+// routes_work.cc
+Plan HandleWork(CtxPtr ctx);
+// routes_lease.cc
+Plan HandleHeartbeat(CtxPtr ctx);
+Plan HandleCheckpointUrl(CtxPtr ctx);
+Plan HandleCheckpointCommit(CtxPtr ctx);
+Plan HandleOutputUrl(CtxPtr ctx);
+// routes_finish.cc
+Plan HandleComplete(CtxPtr ctx);
+Plan HandleFail(CtxPtr ctx);
+Plan HandleRelease(CtxPtr ctx);
+// routes_prices.cc
+Plan HandlePutPrice(CtxPtr ctx);
+Plan HandleListPrices(CtxPtr ctx);
+// reports.cc
+Plan HandleCostReport(CtxPtr ctx);
+// maintenance.cc
+Plan HandleMaintenance(CtxPtr ctx);
+Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms);
+
+}  // namespace gleaner::core

@@ -1,0 +1,222 @@
+// How a lease ends, by its holder: complete, fail, release. Each is one batch whose statements
+// are all guarded by the lease fence; side effects (segment, node counters, bans, quarantine)
+// come first and the job's state change last, so every guard sees the lease still held.
+#include <algorithm>
+
+#include "coordinator/core/lease.h"
+#include "coordinator/core/routes.h"
+#include "shared/sha256.h"
+
+namespace gleaner::core {
+namespace {
+
+struct Output {
+  std::string name, sha256;
+  int64_t size = 0;
+};
+
+Status ReadOutputs(const Json& body, int64_t max_size, std::vector<Output>* out) {
+  auto it = body.find("outputs");
+  if (it == body.end() || !it->is_array() || it->empty() || it->size() > 64) {
+    return Status::Invalid("outputs must be an array of 1 to 64 {name, sha256, size} objects");
+  }
+  for (size_t i = 0; i < it->size(); ++i) {
+    std::string prefix = "outputs[" + std::to_string(i) + "].";
+    FieldReader r((*it)[i], prefix);
+    Output o;
+    r.String("name", &o.name, true, 128);
+    r.String("sha256", &o.sha256, true, 64);
+    r.Int("size", &o.size, true, 0, max_size);
+    if (!r.ok()) return r.status();
+    if (o.name.empty() || o.name[0] == '.' || o.name.find_first_not_of(
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != std::string::npos) {
+      return Status::Invalid(prefix + "name must be characters of [A-Za-z0-9._-], not starting with '.'");
+    }
+    if (!IsSha256Hex(o.sha256)) return Status::Invalid(prefix + "sha256 must be 64 lowercase hex characters");
+    for (const Output& prev : *out) {
+      if (prev.name == o.name) return Status::Invalid("outputs has a duplicate name " + o.name);
+    }
+    out->push_back(o);
+  }
+  return Status::Ok();
+}
+
+std::string Truncate(std::string s, size_t n) {
+  if (s.size() > n) s.resize(n);
+  return s;
+}
+
+}  // namespace
+
+// {epoch, outputs: [{name, sha256, size}]} -> {job_id, state: "completed"}. With the built-in
+// store every output must be stored at jobs/<id>/out/e<epoch>/<name> with that sha256 and size.
+// A retry by the same holder after success answers 200 again.
+Plan HandleComplete(CtxPtr ctx) {
+  if (!IsPlainId(ctx->args[0])) return Plan::Fail(Status::NotFound("no such job"));
+  FieldReader r(ctx->body);
+  int64_t epoch = 0;
+  ReadEpoch(r, &epoch);
+  if (!r.ok()) return Plan::Fail(r.status());
+  std::vector<Output> outputs;
+  Status st = ReadOutputs(ctx->body, ctx->config->max_output_bytes, &outputs);
+  if (!st.ok()) return Plan::Fail(st);
+  const std::string& job = ctx->args[0];
+  const int64_t now = ctx->now();
+  const bool builtin = !ctx->config->s3.enabled();
+  Fence f = LeaseFence(*ctx, epoch);
+  std::string guard = f.sql;
+  std::vector<SqlValue> gp = f.params;
+  Json stored = Json::array();
+  std::string blob_terms, key_list = "''";
+  std::vector<SqlValue> blob_params, key_params;
+  for (const Output& o : outputs) {
+    std::string key = OutputKey(job, epoch, o.name);
+    stored.push_back({{"name", o.name}, {"key", key}, {"sha256", o.sha256}, {"size", o.size}});
+    blob_terms += std::string(blob_terms.empty() ? "" : " OR ") + "(key = ? AND sha256 = ? AND size = ?)";
+    blob_params = Cat(blob_params, {key, o.sha256, o.size});
+    key_list += ", ?";
+    key_params.push_back(key);
+  }
+  if (builtin) {
+    guard += " AND (SELECT count(*) FROM blobs WHERE " + blob_terms + ") = ?";
+    gp = Cat(Cat(gp, blob_params), {int64_t(outputs.size())});
+  }
+  std::string exists = "EXISTS (SELECT 1 FROM jobs WHERE " + guard + ")";
+  Batch b;
+  b.Add("UPDATE nodes SET jobs_completed = jobs_completed + 1 WHERE id = ? AND " + exists,
+        Cat({ctx->caller.id}, gp));
+  b.Add("UPDATE segments SET ended_at = ?, end_reason = 'completed', "
+        "step_end = (SELECT steps_total FROM jobs WHERE id = ?), "
+        "step_committed = (SELECT steps_total FROM jobs WHERE id = ?) "
+        "WHERE job_id = ? AND epoch = ? AND ended_at IS NULL AND " + exists,
+        Cat({now, job, job, job, epoch}, gp));
+  b.Add("UPDATE jobs SET state = 'completed', outputs = ?, finished_at = ?, updated_at = ?, "
+        "step_done = steps_total, lease_expires_at = NULL WHERE " + guard + " RETURNING id",
+        Cat({DumpJson(stored), now, now}, gp));
+  b.Add(std::string("SELECT ") + kLeaseColumns + " FROM jobs WHERE id = ?", {job});
+  b.Add("SELECT key, sha256, size FROM blobs WHERE key IN (" + key_list + ")", key_params);
+  return Plan::Run(std::move(b), [ctx, epoch, outputs, builtin, job](BatchResult res) -> Plan {
+    if (!res.status.ok()) return DbFail(res.status);
+    Json ok = {{"job_id", job}, {"state", "completed"}};
+    if (!res.results[2].empty()) return RespondJson(200, ok);
+    const Rows& row = res.results[3];
+    if (!row.empty() && row.Get(0, "state").AsText() == "completed" &&
+        row.Get(0, "lease_epoch").AsInt() == epoch &&
+        row.Get(0, "node_id").AsText() == ctx->caller.id) {
+      return RespondJson(200, ok);  // retried completion
+    }
+    Status st = ExplainLease(row, *ctx, epoch);
+    if (!st.ok()) return Plan::Fail(st);
+    if (builtin) {
+      const Rows& blobs = res.results[4];
+      for (const Output& o : outputs) {
+        std::string key = OutputKey(job, epoch, o.name);
+        bool found = false;
+        for (size_t i = 0; i < blobs.rows.size(); ++i) {
+          if (blobs.Get(i, "key").AsText() == key && blobs.Get(i, "sha256").AsText() == o.sha256 &&
+              blobs.Get(i, "size").AsInt() == o.size) {
+            found = true;
+          }
+        }
+        if (!found) {
+          return Plan::Fail(Status::Invalid("output " + o.name + " is not stored at " + key +
+                                            " with that sha256 and size; upload it first"));
+        }
+      }
+    }
+    return Plan::Fail(Status::Conflict("completion raced with another change; retry"));
+  });
+}
+
+// {epoch, reason} -> {job_id, state: "pending" | "failed", failures, node_quarantined}.
+// Bans (job, node); failures += 1; the job goes back to pending, or to failed once failures
+// reach max_failures (each failure is from a distinct node, since banned nodes never get the
+// job again). The node is quarantined when it has quarantine_failures failed jobs within
+// quarantine_window_s (failures before its last restore do not count).
+Plan HandleFail(CtxPtr ctx) {
+  if (!IsPlainId(ctx->args[0])) return Plan::Fail(Status::NotFound("no such job"));
+  FieldReader r(ctx->body);
+  int64_t epoch = 0;
+  std::string reason;
+  ReadEpoch(r, &epoch);
+  r.String("reason", &reason, true, 65536);
+  if (!r.ok()) return Plan::Fail(r.status());
+  reason = Truncate(reason, 4000);
+  const std::string& job = ctx->args[0];
+  const std::string& node = ctx->caller.id;
+  const int64_t now = ctx->now();
+  const CoreConfig& c = *ctx->config;
+  Fence f = LeaseFence(*ctx, epoch);
+  std::string exists = "EXISTS (SELECT 1 FROM jobs WHERE " + f.sql + ")";
+  Batch b;
+  b.Add("INSERT INTO job_bans (job_id, node_id, reason, at) SELECT ?, ?, ?, ? WHERE " + exists +
+            " ON CONFLICT DO NOTHING",
+        Cat({job, node, reason, now}, f.params));
+  b.Add("UPDATE segments SET ended_at = ?, end_reason = 'failed', note = ? WHERE job_id = ? AND "
+        "epoch = ? AND ended_at IS NULL AND " + exists,
+        Cat({now, reason, job, epoch}, f.params));
+  b.Add("UPDATE nodes SET jobs_failed = jobs_failed + 1 WHERE id = ? AND " + exists,
+        Cat({node}, f.params));
+  std::string why = std::to_string(c.quarantine_failures) + " failed jobs within " +
+                    std::to_string(int64_t(c.quarantine_window_s)) + " s";
+  b.Add("UPDATE nodes SET state = 'quarantined', state_reason = ?, state_changed_at = ? "
+        "WHERE id = ? AND state = 'active' AND " + exists +
+            " AND (SELECT count(*) FROM job_bans b WHERE b.node_id = nodes.id AND "
+            "b.at > MAX(?, COALESCE(nodes.state_changed_at, -1))) >= ? RETURNING id",
+        Cat(Cat({why, now, node}, f.params),
+            {now - int64_t(c.quarantine_window_s * 1000), int64_t(c.quarantine_failures)}));
+  b.Add("UPDATE jobs SET failures = failures + 1, "
+        "state = CASE WHEN failures + 1 >= max_failures THEN 'failed' ELSE 'pending' END, "
+        "node_id = CASE WHEN failures + 1 >= max_failures THEN node_id ELSE NULL END, "
+        "finished_at = CASE WHEN failures + 1 >= max_failures THEN ? ELSE NULL END, "
+        "reason = ?, lease_expires_at = NULL, step_done = COALESCE(ckpt_step, 0), updated_at = ? "
+        "WHERE " + f.sql + " RETURNING state, failures",
+        Cat({now, reason, now}, f.params));
+  b.Add(std::string("SELECT ") + kLeaseColumns + " FROM jobs WHERE id = ?", {job});
+  return Plan::Run(std::move(b), [ctx, epoch, job](BatchResult res) -> Plan {
+    if (!res.status.ok()) return DbFail(res.status);
+    const Rows& done = res.results[4];
+    if (!done.empty()) {
+      return RespondJson(200, {{"job_id", job},
+                               {"state", done.Get(0, "state").AsText()},
+                               {"failures", done.Get(0, "failures").AsInt()},
+                               {"node_quarantined", !res.results[3].empty()}});
+    }
+    Status st = ExplainLease(res.results[5], *ctx, epoch);
+    if (!st.ok()) return Plan::Fail(st);
+    return Plan::Fail(Status::Conflict("fail raced with another change; retry"));
+  });
+}
+
+// {epoch, reason?} -> {job_id, state: "pending"}: interrupted (e.g. SIGTERM after a final
+// checkpoint); the job is queued again at once. Never a failure, never a ban.
+Plan HandleRelease(CtxPtr ctx) {
+  if (!IsPlainId(ctx->args[0])) return Plan::Fail(Status::NotFound("no such job"));
+  FieldReader r(ctx->body);
+  int64_t epoch = 0;
+  std::string reason = "released";
+  ReadEpoch(r, &epoch);
+  r.String("reason", &reason, false, 65536);
+  if (!r.ok()) return Plan::Fail(r.status());
+  reason = Truncate(reason, 4000);
+  const std::string& job = ctx->args[0];
+  const int64_t now = ctx->now();
+  Fence f = LeaseFence(*ctx, epoch);
+  Batch b;
+  b.Add("UPDATE segments SET ended_at = ?, end_reason = 'released', note = ? WHERE job_id = ? "
+        "AND epoch = ? AND ended_at IS NULL AND EXISTS (SELECT 1 FROM jobs WHERE " + f.sql + ")",
+        Cat({now, reason, job, epoch}, f.params));
+  b.Add("UPDATE jobs SET state = 'pending', node_id = NULL, lease_expires_at = NULL, "
+        "step_done = COALESCE(ckpt_step, 0), updated_at = ? WHERE " + f.sql + " RETURNING id",
+        Cat({now}, f.params));
+  b.Add(std::string("SELECT ") + kLeaseColumns + " FROM jobs WHERE id = ?", {job});
+  return Plan::Run(std::move(b), [ctx, epoch, job](BatchResult res) -> Plan {
+    if (!res.status.ok()) return DbFail(res.status);
+    if (!res.results[1].empty()) return RespondJson(200, {{"job_id", job}, {"state", "pending"}});
+    Status st = ExplainLease(res.results[2], *ctx, epoch);
+    if (!st.ok()) return Plan::Fail(st);
+    return Plan::Fail(Status::Conflict("release raced with another change; retry"));
+  });
+}
+
+}  // namespace gleaner::core

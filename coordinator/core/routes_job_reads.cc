@@ -1,0 +1,214 @@
+// Developer/operator views of jobs: get, list (keyset pagination), cancel, events, result.
+// A developer sees only jobs created with their key; another's job is 404 (existence is not
+// leaked). Operators see every job.
+#include "coordinator/core/blob_urls.h"
+#include "coordinator/core/ids.h"
+#include "coordinator/core/job_view.h"
+#include "coordinator/core/routes.h"
+
+namespace gleaner::core {
+namespace {
+
+Plan NoSuchJob() { return Plan::Fail(Status::NotFound("no such job")); }
+
+bool ParseInt(const std::string& s, int64_t min, int64_t max, int64_t* out) {
+  if (s.empty() || s.size() > 18) return false;
+  int64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  if (v < min || v > max) return false;
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+Plan HandleGetJob(CtxPtr ctx) {
+  if (!IsPlainId(ctx->args[0])) return NoSuchJob();
+  Batch b;
+  b.Add(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ? AND " + OwnerSql(),
+        Cat({ctx->args[0]}, OwnerParams(*ctx)));
+  return Plan::Run(std::move(b), [ctx](BatchResult res) -> Plan {
+    if (!res.status.ok()) return DbFail(res.status);
+    if (res.results[0].empty()) return NoSuchJob();
+    return RespondJson(200, JobJson(res.results[0], 0, ctx->now()));
+  });
+}
+
+// GET /v1/jobs?state=&limit=&cursor= : newest first, keyset pagination on (created_at, id),
+// so pages are stable while jobs are added. next_cursor is null on the last page.
+Plan HandleListJobs(CtxPtr ctx) {
+  QueryParams q(ctx->req.query);
+  std::string state, limit_s, cursor;
+  int64_t limit = 50;
+  if (q.Get("limit", &limit_s) && !ParseInt(limit_s, 1, 500, &limit)) {
+    return Plan::Fail(Status::Invalid("limit must be an integer in [1, 500]"));
+  }
+  std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE " + OwnerSql();
+  std::vector<SqlValue> params = OwnerParams(*ctx);
+  if (q.Get("state", &state)) {
+    if (state != "pending" && state != "running" && state != "completed" && state != "failed" &&
+        state != "canceled") {
+      return Plan::Fail(Status::Invalid(
+          "state must be one of: pending, running, completed, failed, canceled"));
+    }
+    sql += " AND state = ?";
+    params.push_back(state);
+  }
+  if (q.Get("cursor", &cursor)) {
+    int64_t created_at = 0;
+    std::string id;
+    if (!DecodeCursor(cursor, &created_at, &id)) return Plan::Fail(Status::Invalid("bad cursor"));
+    sql += " AND (created_at < ? OR (created_at = ? AND id < ?))";
+    params = Cat(params, {created_at, created_at, id});
+  }
+  sql += " ORDER BY created_at DESC, id DESC LIMIT ?";
+  params.push_back(limit + 1);
+  Batch b;
+  b.Add(sql, params);
+  return Plan::Run(std::move(b), [ctx, limit](BatchResult res) -> Plan {
+    if (!res.status.ok()) return DbFail(res.status);
+    const Rows& rows = res.results[0];
+    Json jobs = Json::array();
+    size_t n = std::min(rows.rows.size(), size_t(limit));
+    for (size_t i = 0; i < n; ++i) jobs.push_back(JobJson(rows, i, ctx->now()));
+    Json next = nullptr;
+    if (rows.rows.size() > size_t(limit)) {
+      next = EncodeCursor(rows.Get(n - 1, "created_at").AsInt(), rows.Get(n - 1, "id").AsText());
+    }
+    return RespondJson(200, {{"jobs", jobs}, {"next_cursor", next}});
+  });
+}
+
+// Cancel: pending or running -> canceled at once. The lease holder's next heartbeat answers
+// {cancel: true}; every other write of that lease is 409. Canceling a canceled job is a no-op
+// (200); a completed or failed job cannot be canceled (409).
+Plan HandleCancelJob(CtxPtr ctx) {
+  if (!IsPlainId(ctx->args[0])) return NoSuchJob();
+  FieldReader r(ctx->body);
+  std::string reason = "canceled";
+  r.String("reason", &reason, false, 1000);
+  if (!r.ok()) return Plan::Fail(r.status());
+  const std::string& id = ctx->args[0];
+  std::string guard = "id = ? AND state IN ('pending', 'running') AND " + OwnerSql();
+  std::vector<SqlValue> gp = Cat({id}, OwnerParams(*ctx));
+  Batch b;
+  b.Add("UPDATE segments SET ended_at = ?, end_reason = 'canceled' WHERE job_id = ? AND "
+        "ended_at IS NULL AND EXISTS (SELECT 1 FROM jobs WHERE " + guard + ")",
+        Cat({ctx->now(), id}, gp));
+  b.Add("UPDATE jobs SET state = 'canceled', reason = ?, finished_at = ?, updated_at = ? WHERE " +
+            guard,
+        Cat({reason, ctx->now(), ctx->now()}, gp));
+  b.Add(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ? AND " + OwnerSql(), gp);
+  return Plan::Run(std::move(b), [ctx](BatchResult res) -> Plan {
+    if (!res.status.ok()) return DbFail(res.status);
+    const Rows& job = res.results[2];
+    if (job.empty()) return NoSuchJob();
+    const std::string& state = job.Get(0, "state").AsText();
+    if (state != "canceled") {
+      return Plan::Fail(Status::Conflict("job is already " + state + " and cannot be canceled"));
+    }
+    return RespondJson(200, JobJson(job, 0, ctx->now()));
+  });
+}
+
+// Segments (one per lease) and failures, for timelines.
+Plan HandleJobEvents(CtxPtr ctx) {
+  if (!IsPlainId(ctx->args[0])) return NoSuchJob();
+  const std::string& id = ctx->args[0];
+  std::string owned = "EXISTS (SELECT 1 FROM jobs WHERE id = ? AND " + OwnerSql() + ")";
+  std::vector<SqlValue> op = Cat({id}, OwnerParams(*ctx));
+  Batch b;
+  b.Add(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ? AND " + OwnerSql(), op);
+  b.Add(std::string("SELECT s.*, ") + kSegmentCostSql +
+            " AS cost_usd FROM segments s WHERE s.job_id = ? AND " + owned +
+            " ORDER BY s.epoch",
+        Cat({id}, op));
+  b.Add("SELECT node_id, reason, at FROM job_bans WHERE job_id = ? AND " + owned + " ORDER BY at, rowid",
+        Cat({id}, op));
+  b.Add("SELECT step, epoch, sha256, size, committed_at FROM checkpoints WHERE job_id = ? AND " +
+            owned + " ORDER BY step",
+        Cat({id}, op));
+  return Plan::Run(std::move(b), [ctx](BatchResult res) -> Plan {
+    if (!res.status.ok()) return DbFail(res.status);
+    if (res.results[0].empty()) return NoSuchJob();
+    Json segments = Json::array();
+    const Rows& s = res.results[1];
+    for (size_t i = 0; i < s.rows.size(); ++i) {
+      auto get = [&](const char* c) -> const SqlValue& { return s.Get(i, c); };
+      segments.push_back(
+          {{"epoch", get("epoch").AsInt()},
+           {"node_id", get("node_id").AsText()},
+           {"gpu", get("gpu_name").AsText()},
+           {"usd_per_hour", get("usd_per_hour").AsReal()},
+           {"heartbeat_interval", get("heartbeat_interval_s").AsReal()},
+           {"started_at", TimeOrNull(get("started_at"))},
+           {"first_heartbeat_at", TimeOrNull(get("first_heartbeat_at"))},
+           {"last_heartbeat_at", TimeOrNull(get("last_heartbeat_at"))},
+           {"heartbeats", get("heartbeats").AsInt()},
+           {"step_start", get("step_start").AsInt()},
+           {"step_end", get("step_end").AsInt()},
+           {"step_committed", get("step_committed").AsInt()},
+           {"last_loss", get("last_loss").is_null() ? Json(nullptr) : Json(get("last_loss").AsReal())},
+           {"ended_at", TimeOrNull(get("ended_at"))},
+           {"end_reason", get("end_reason").is_null() ? Json(nullptr) : Json(get("end_reason").AsText())},
+           {"note", get("note").is_null() ? Json(nullptr) : Json(get("note").AsText())},
+           {"cost_usd", get("cost_usd").AsReal()}});
+    }
+    Json failures = Json::array();
+    const Rows& f = res.results[2];
+    for (size_t i = 0; i < f.rows.size(); ++i) {
+      failures.push_back({{"node_id", f.Get(i, "node_id").AsText()},
+                          {"reason", f.Get(i, "reason").AsText()},
+                          {"at", TimeOrNull(f.Get(i, "at"))}});
+    }
+    Json ckpts = Json::array();
+    const Rows& c = res.results[3];
+    for (size_t i = 0; i < c.rows.size(); ++i) {
+      ckpts.push_back({{"step", c.Get(i, "step").AsInt()},
+                       {"epoch", c.Get(i, "epoch").AsInt()},
+                       {"sha256", c.Get(i, "sha256").AsText()},
+                       {"size", c.Get(i, "size").AsInt()},
+                       {"committed_at", TimeOrNull(c.Get(i, "committed_at"))}});
+    }
+    return RespondJson(200, {{"job", JobJson(res.results[0], 0, ctx->now())},
+                             {"segments", segments},
+                             {"failures", failures},
+                             {"checkpoints", ckpts}});
+  });
+}
+
+// Download URLs of a completed job's outputs (409 until it is completed).
+Plan HandleJobResult(CtxPtr ctx) {
+  if (!IsPlainId(ctx->args[0])) return NoSuchJob();
+  Batch b;
+  b.Add("SELECT id, state, outputs FROM jobs WHERE id = ? AND " + OwnerSql(),
+        Cat({ctx->args[0]}, OwnerParams(*ctx)));
+  return Plan::Run(std::move(b), [ctx](BatchResult res) -> Plan {
+    if (!res.status.ok()) return DbFail(res.status);
+    const Rows& rows = res.results[0];
+    if (rows.empty()) return NoSuchJob();
+    const std::string& state = rows.Get(0, "state").AsText();
+    if (state != "completed") {
+      return Plan::Fail(Status::Conflict("job is " + state + "; results exist once it is completed"));
+    }
+    Json outputs = Json::array();
+    Result<Json> stored = ParseJson(rows.Get(0, "outputs").AsText());
+    if (stored.ok() && stored->is_array()) {
+      for (const Json& o : *stored) {
+        std::string key = o.value("key", "");
+        MintedUrl get = GetUrl(*ctx->config, key, ctx->now());
+        outputs.push_back({{"name", o.value("name", "")},
+                           {"sha256", o.value("sha256", "")},
+                           {"size", o.value("size", int64_t(0))},
+                           {"url", get.url},
+                           {"expires_at", FormatTime(get.expires_at_ms)}});
+      }
+    }
+    return RespondJson(200, {{"job_id", ctx->args[0]}, {"outputs", outputs}});
+  });
+}
+
+}  // namespace gleaner::core

@@ -1,0 +1,114 @@
+// POST /v1/work (node): claim one job in a single conditional batch (DESIGN §2.2).
+//
+// Order: running jobs whose lease expired (stalled) first, then pending jobs; each by priority
+// DESC, then age (created_at, id). Never a job banned for this node (job_bans), never one whose
+// min_vram_mb exceeds the node's VRAM, never for a quarantined node (the node's state is checked
+// inside the same statement). The claim bumps lease_epoch and stamps a fresh lease_nonce; the
+// rest of the batch selects by that nonce, so it acts only if this claim won.
+#include "coordinator/core/blob_urls.h"
+#include "coordinator/core/ids.h"
+#include "coordinator/core/routes.h"
+
+namespace gleaner::core {
+
+Plan HandleWork(CtxPtr ctx) {
+  const CoreConfig& config = *ctx->config;
+  const int64_t now = ctx->now();
+  const std::string& node = ctx->caller.id;
+  if (ctx->caller.node_state != "active") {
+    HttpResponse resp = HttpResponse::NoContent();
+    resp.headers.emplace_back("Retry-After", std::to_string(int64_t(config.retry_after_s + 0.999)));
+    resp.headers.emplace_back("Gleaner-Node-State", ctx->caller.node_state);
+    return Plan::Respond(std::move(resp));
+  }
+  std::string nonce = DeriveHex(ctx->req.entropy, "lease-nonce");
+  int64_t stall_ms = int64_t(config.stall_after_s * 1000);
+  // Parameters: ?1 nonce, ?2 node, ?3 now, ?4 lease expiry.
+  const std::string eligible =
+      "j.min_vram_mb <= (SELECT n.vram_mb FROM nodes n WHERE n.id = ?2 AND n.state = 'active') "
+      "AND NOT EXISTS (SELECT 1 FROM job_bans b WHERE b.job_id = j.id AND b.node_id = ?2)";
+  Batch b;
+  b.Add("UPDATE jobs SET state = 'running', lease_epoch = lease_epoch + 1, lease_nonce = ?1, "
+        "node_id = ?2, lease_expires_at = ?4, attempts = attempts + 1, updated_at = ?3, "
+        "first_started_at = COALESCE(first_started_at, ?3), step_done = COALESCE(ckpt_step, 0) "
+        "WHERE id = COALESCE("
+        "(SELECT j.id FROM jobs j WHERE j.state = 'running' AND j.lease_expires_at < ?3 AND " +
+            eligible + " ORDER BY j.priority DESC, j.created_at, j.id LIMIT 1), "
+            "(SELECT j.id FROM jobs j WHERE j.state = 'pending' AND " + eligible +
+            " ORDER BY j.priority DESC, j.created_at, j.id LIMIT 1)) "
+            "RETURNING id, kind, spec, lease_epoch, steps_total, lease_expires_at, ckpt_step, "
+            "ckpt_key, ckpt_sha256, ckpt_size",
+        {nonce, node, now, now + stall_ms});
+  // A stalled lease taken over: its segment ends as 'stalled' (if maintenance has not yet).
+  b.Add("UPDATE segments SET ended_at = COALESCE(last_heartbeat_at, started_at), "
+        "end_reason = 'stalled' WHERE ended_at IS NULL AND job_id = (SELECT id FROM jobs WHERE "
+        "lease_nonce = ?1) AND epoch < (SELECT lease_epoch FROM jobs WHERE lease_nonce = ?1)",
+        {nonce});
+  b.Add("INSERT INTO segments (job_id, epoch, node_id, gpu_name, usd_per_hour, "
+        "heartbeat_interval_s, started_at, step_start, step_end, step_committed) "
+        "SELECT j.id, j.lease_epoch, n.id, n.gpu_name, COALESCE((SELECT p.usd_per_hour FROM prices "
+        "p WHERE p.gpu = n.gpu_name), (SELECT p.usd_per_hour FROM prices p WHERE p.gpu = '*'), 0), "
+        "?3, ?4, COALESCE(j.ckpt_step, 0), COALESCE(j.ckpt_step, 0), COALESCE(j.ckpt_step, 0) "
+        "FROM jobs j JOIN nodes n ON n.id = ?2 WHERE j.lease_nonce = ?1",
+        {nonce, node, config.heartbeat_interval_s, now});
+  b.Add("UPDATE nodes SET last_seen_at = ? WHERE id = ?", {now, node});
+  // Sizes of the job's inputs (declared at upload, enforced by the upload URL).
+  b.Add("SELECT u.key, u.size, u.sha256 FROM uploads u JOIN jobs j ON j.lease_nonce = ? WHERE "
+        "u.key IN (json_extract(j.spec, '$.model.key'), json_extract(j.spec, '$.dataset.key'))",
+        {nonce});
+  return Plan::Run(std::move(b), [ctx](BatchResult res) -> Plan {
+    if (!res.status.ok()) return DbFail(res.status);
+    const CoreConfig& config = *ctx->config;
+    const Rows& job = res.results[0];
+    if (job.empty()) {
+      HttpResponse resp = HttpResponse::NoContent();
+      resp.headers.emplace_back("Retry-After",
+                                std::to_string(int64_t(config.retry_after_s + 0.999)));
+      return Plan::Respond(std::move(resp));
+    }
+    const int64_t now = ctx->now();
+    Json spec = Json::object();
+    Result<Json> parsed = ParseJson(job.Get(0, "spec").AsText());
+    if (parsed.ok() && parsed->is_object()) spec = std::move(parsed).value();
+    Json j = {{"id", job.Get(0, "id").AsText()},
+              {"kind", job.Get(0, "kind").AsText()},
+              {"params", spec.contains("params") ? spec["params"] : Json::object()},
+              {"steps", job.Get(0, "steps_total").AsInt()}};
+    if (spec.contains("model") && spec["model"].contains("config")) {
+      j["model"] = {{"config", spec["model"]["config"]}};
+    }
+    Json inputs = Json::object();
+    const Rows& ups = res.results[4];
+    for (const char* field : {"model", "dataset"}) {
+      if (!spec.contains(field)) continue;
+      std::string key = spec[field].value("key", "");
+      int64_t size = -1;
+      for (size_t i = 0; i < ups.rows.size(); ++i) {
+        if (ups.Get(i, "key").AsText() == key) size = ups.Get(i, "size").AsInt();
+      }
+      MintedUrl get = GetUrl(config, key, now);
+      inputs[field] = {{"url", get.url},
+                       {"sha256", spec[field].value("sha256", "")},
+                       {"size", size},
+                       {"expires_at", FormatTime(get.expires_at_ms)}};
+    }
+    Json body = {{"job", j},
+                 {"lease",
+                  {{"epoch", job.Get(0, "lease_epoch").AsInt()},
+                   {"expires_at", FormatTime(job.Get(0, "lease_expires_at").AsInt())},
+                   {"ttl_s", config.stall_after_s},
+                   {"heartbeat_interval", config.heartbeat_interval_s}}},
+                 {"inputs", inputs}};
+    if (!job.Get(0, "ckpt_step").is_null()) {
+      MintedUrl get = GetUrl(config, job.Get(0, "ckpt_key").AsText(), now);
+      body["resume"] = {{"step", job.Get(0, "ckpt_step").AsInt()},
+                        {"url", get.url},
+                        {"sha256", job.Get(0, "ckpt_sha256").AsText()},
+                        {"size", job.Get(0, "ckpt_size").AsInt()},
+                        {"expires_at", FormatTime(get.expires_at_ms)}};
+    }
+    return RespondJson(200, body);
+  });
+}
+
+}  // namespace gleaner::core

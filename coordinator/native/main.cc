@@ -1,0 +1,183 @@
+// gleaner-coordinator: the native shell. See docs/operations.md.
+//   gleaner-coordinator serve --db FILE --data-dir DIR [--listen HOST:PORT] [options]
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coordinator/core/coordinator.h"
+#include "coordinator/native/blob_store.h"
+#include "coordinator/native/clock.h"
+#include "coordinator/native/fs.h"
+#include "coordinator/native/http_server.h"
+#include "coordinator/native/log.h"
+#include "coordinator/native/maintenance.h"
+#include "coordinator/native/options.h"
+#include "coordinator/native/plan_runner.h"
+#include "coordinator/native/signing_key.h"
+
+using namespace gleaner;
+using namespace gleaner::native;
+
+namespace {
+
+int Fail(const std::string& line) {
+  std::fprintf(stderr, "gleaner-coordinator: %s\n", line.c_str());
+  return 2;
+}
+
+// Runs a startup plan; a 409 (constraint conflict from a concurrent starter) is retried once.
+Status RunStartupPlan(PlanRunner& runner, const std::function<core::Plan()>& make,
+                      const char* what) {
+  for (int attempt = 0;; ++attempt) {
+    core::Plan plan = runner.Run(make());
+    int status = plan.response().status;
+    if (status < 300) return Status::Ok();
+    if (status == 409 && attempt == 0) continue;
+    return Status::Internal(std::string(what) + " failed: " + plan.response().body);
+  }
+}
+
+LogLevel ParseLevel(const std::string& s) {
+  if (s == "debug") return LogLevel::kDebug;
+  if (s == "warn") return LogLevel::kWarn;
+  if (s == "error") return LogLevel::kError;
+  return LogLevel::kInfo;
+}
+
+int Serve(const std::vector<std::string>& args) {
+  auto start = std::chrono::steady_clock::now();
+  auto parsed = ParseServeOptions(
+      args, [](const std::string& name) { return std::getenv(name.c_str()); },
+      [](const std::string& path) { return ReadWholeFile(DefaultFs(), path); });
+  if (!parsed.ok()) return Fail(parsed.status().message());
+  ServeOptions opts = std::move(parsed).value();
+  SetLogLevel(ParseLevel(opts.log_level));
+  Fs* fs = DefaultFs();
+
+  Status st = fs->CreateDirs(opts.data_dir);
+  if (!st.ok()) return Fail("cannot create data dir: " + st.message());
+  auto key = LoadOrCreateSigningKey(fs, opts.data_dir, std::getenv("GLEANER_SIGNING_KEY"));
+  if (!key.ok()) return Fail(key.status().message());
+  opts.core.blob_signing_key = *key;
+  st = opts.core.Validate();
+  if (!st.ok()) return Fail("invalid configuration: " + st.message());
+
+  BlobStore blobs(fs, opts.data_dir + "/blobs");
+  st = blobs.Init();
+  if (!st.ok()) return Fail("cannot prepare blob store: " + st.message());
+
+  // Signals are handled by one thread with sigwait: block them before any thread starts.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  SqliteOptions db;
+  db.path = opts.db;
+  PlanRunner runner(db);
+  {
+    core::Coordinator boot(opts.core);
+    st = RunStartupPlan(
+        runner, [&] { return boot.MigrationPlan(); }, "migration");
+    if (!st.ok()) return Fail(st.message());
+    if (const char* token = std::getenv("GLEANER_OPERATOR_TOKEN")) {
+      std::string t = token;
+      if (t.size() < 16) return Fail("GLEANER_OPERATOR_TOKEN must be at least 16 characters");
+      st = RunStartupPlan(
+          runner, [&] { return boot.BootstrapOperatorPlan(t, DefaultClock().NowMs()); },
+          "operator bootstrap");
+      if (!st.ok()) return Fail(st.message());
+    }
+  }
+
+  HttpServerOptions http;
+  http.host = opts.listen_host;
+  http.port = opts.listen_port;
+  http.threads = opts.threads;
+  http.keep_alive_timeout_s = opts.keep_alive_timeout_s;
+  HttpServer server(http);
+  auto port = server.Bind();
+  if (!port.ok()) return Fail(port.status().message());
+  if (!opts.public_url_set) {
+    std::string host = opts.listen_host;
+    if (host == "0.0.0.0" || host == "::") host = "127.0.0.1";
+    if (host.find(':') != std::string::npos) host = "[" + host + "]";
+    opts.core.public_url = "http://" + host + ":" + std::to_string(*port);
+  }
+  core::Coordinator coordinator(opts.core);
+
+  MaintenanceLoop maintenance(&coordinator, &runner, &DefaultClock(), opts.maintenance_period_s);
+  maintenance.Start();
+
+  std::thread signal_thread([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    if (sig != 0) {
+      LogInfo("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+      server.Stop();
+    }
+  });
+
+  double startup_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  LogInfo("listening", {{"host", opts.listen_host},
+                        {"port", *port},
+                        {"public_url", opts.core.public_url},
+                        {"db", opts.db},
+                        {"data_dir", opts.data_dir},
+                        {"threads", opts.threads},
+                        {"heartbeat_interval_s", opts.core.heartbeat_interval_s},
+                        {"stall_after_s", opts.core.stall_after_s},
+                        {"maintenance_period_s", opts.maintenance_period_s},
+                        {"s3", opts.core.s3.enabled()},
+                        {"startup_ms", startup_ms}});
+
+  if (!opts.port_file.empty()) {
+    st = WriteFileAtomic(fs, opts.port_file, std::to_string(*port) + "\n", 0644);
+    if (!st.ok()) {
+      LogError("cannot write port file", {{"error", st.ToString()}});
+      kill(getpid(), SIGTERM);
+    }
+  }
+
+  Status served = server.Serve(&coordinator, &runner, &blobs, &DefaultClock());
+  maintenance.Stop();
+  // Wake the signal thread if Serve ended for another reason.
+  pthread_kill(signal_thread.native_handle(), SIGTERM);
+  signal_thread.join();
+  if (!served.ok()) {
+    LogError("server failed", {{"error", served.ToString()}});
+    return 1;
+  }
+  LogInfo("stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::fputs(ServeUsage().c_str(), args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] != "serve") {
+    return Fail("unknown command '" + args[0] + "' (expected: serve; see --help)");
+  }
+  args.erase(args.begin());
+  for (const std::string& a : args) {
+    if (a == "--help" || a == "-h") {
+      std::fputs(ServeUsage().c_str(), stdout);
+      return 0;
+    }
+  }
+  return Serve(args);
+}

@@ -1,0 +1,48 @@
+// Command-line, environment and config-file settings of `gleaner-coordinator serve`.
+//
+// Every setting has one name, used three ways: the flag `--name VALUE` (or `--name=VALUE`), the
+// environment variable GLEANER_NAME (upper case, '-' → '_'), and the config-file line
+// `name = VALUE` (file given by --config / GLEANER_CONFIG; '#' starts a comment). Precedence:
+// flag > environment > config file > default. Durations are seconds and may be fractional.
+// Boolean settings take true/false/1/0/yes/no; a boolean flag without a value means true.
+// Parsing is pure (no I/O besides reading the config file through the injected reader), so it is
+// unit-tested directly.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "coordinator/core/config.h"
+#include "shared/status.h"
+
+namespace gleaner::native {
+
+struct ServeOptions {
+  std::string db;  // SQLite file (required)
+  std::string listen_host = "127.0.0.1";
+  int listen_port = 8080;       // 0 = any free port (see port_file)
+  std::string data_dir;         // blobs/, signing.key (required)
+  std::string port_file;        // written atomically with the bound port once listening
+  bool public_url_set = false;  // false: derived from the bound address
+  double maintenance_period_s = 60;
+  int threads = 64;  // HTTP worker threads (each keep-alive connection holds one)
+  double keep_alive_timeout_s = 5;
+  std::string log_level = "info";
+  core::CoreConfig core;  // blob_signing_key is filled later (env or data dir)
+};
+
+// Environment lookup, injected for tests (nullptr result = unset).
+using EnvLookup = std::function<const char*(const std::string& name)>;
+// Reads a config file's text, injected for tests.
+using FileReader = std::function<Result<std::string>(const std::string& path)>;
+
+// Parses the arguments after "serve". Errors are one readable line naming the setting.
+Result<ServeOptions> ParseServeOptions(const std::vector<std::string>& args, const EnvLookup& env,
+                                       const FileReader& read_file);
+
+// Help text listing every setting with its default.
+std::string ServeUsage();
+
+}  // namespace gleaner::native

@@ -1,0 +1,75 @@
+#include "tests/integration/coordinator_fixture.h"
+
+#include <sstream>
+
+namespace gleaner::testing {
+
+namespace {
+std::string Seconds(double s) {
+  std::ostringstream out;
+  out << s;
+  return out.str();
+}
+std::string Tail(const std::string& text, size_t n = 2000) {
+  return text.size() <= n ? text : text.substr(text.size() - n);
+}
+}  // namespace
+
+CoordinatorProcess::CoordinatorProcess(std::string dir, CoordinatorOptions options)
+    : dir_(std::move(dir)), options_(std::move(options)) {
+  if (options_.db.empty()) options_.db = dir_ + "/db.sqlite";
+  if (options_.data_dir.empty()) options_.data_dir = dir_ + "/data";
+  ProcessSpec spec;
+  spec.binary = "gleaner-coordinator";
+  spec.args = {"serve", "--db", options_.db, "--data-dir", options_.data_dir, "--listen",
+               "127.0.0.1:0", "--port-file", dir_ + "/" + options_.name + ".port",
+               "--heartbeat-interval", Seconds(options_.heartbeat_interval_s),
+               "--maintenance-period", Seconds(options_.maintenance_period_s),
+               // Idle keep-alive connections hold shutdown up to this long.
+               "--keep-alive-timeout", "1"};
+  if (options_.stall_after_s > 0) {
+    spec.args.push_back("--stall-after");
+    spec.args.push_back(Seconds(options_.stall_after_s));
+  }
+  spec.args.insert(spec.args.end(), options_.extra_args.begin(), options_.extra_args.end());
+  spec.env = options_.env;
+  if (!options_.operator_token.empty()) {
+    spec.env.emplace_back("GLEANER_OPERATOR_TOKEN", options_.operator_token);
+  }
+  // The test's own environment must not configure the coordinator behind its back.
+  spec.unset_env = {"GLEANER_CONFIG", "GLEANER_DB", "GLEANER_LISTEN", "GLEANER_SIGNING_KEY"};
+  spec.stderr_path = StderrPath();
+  process_ = std::make_unique<Process>(std::move(spec));
+}
+
+std::string CoordinatorProcess::StderrPath() const {
+  return dir_ + "/" + options_.name + ".stderr";
+}
+
+bool CoordinatorProcess::Start(std::string* error, Millis timeout) {
+  std::string port_file = dir_ + "/" + options_.name + ".port";
+  RemoveAll(port_file);
+  if (!process_->Start(error)) return false;
+  auto port = WaitForPortFile(port_file, process_.get(), timeout);
+  if (!port) {
+    auto st = process_->exit_status();
+    *error = "coordinator did not report a port (" + (st ? st->ToString() : "timeout") +
+             "); stderr: " + Tail(process_->Stderr());
+    return false;
+  }
+  port_ = *port;
+  return true;
+}
+
+bool CoordinatorProcess::Restart(std::string* error) {
+  process_->Kill();
+  return Start(error);
+}
+
+HttpClient CoordinatorProcess::Client(const std::string& token) const {
+  HttpClient c(url());
+  c.set_token(token);
+  return c;
+}
+
+}  // namespace gleaner::testing

@@ -1,0 +1,185 @@
+// gleaner-train run with the synthetic kind, as a real child process.
+#include "agent/train/synthetic/synthetic.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <condition_variable>
+#include <mutex>
+
+#include "agent/supervisor/child_process.h"
+#include "agent/train/common/checkpoint_dir.h"
+#include "agent/train/common/files.h"
+#include "shared/trainer_protocol.h"
+#include "test_util.h"
+
+using namespace gleaner;
+using gleaner::agent::ChildProcess;
+using gleaner::testing::TempDir;
+
+namespace {
+
+struct TrainRun {
+  int wait_status = 0;
+  std::vector<ProgressEvent> events;
+  std::string stderr_text;
+};
+
+// Runs gleaner-train; on_event may return true to send SIGTERM.
+TrainRun Train(const TempDir& t, const Json& params, const std::string& resume = "",
+               std::function<bool(const ProgressEvent&)> stop_when = nullptr) {
+  Json spec = {{"job_id", "job-1"}, {"kind", "synthetic"}, {"params", params}};
+  REQUIRE(files::WriteDurable(t / "SPEC.json", DumpJson(spec)).ok());
+  std::vector<std::string> argv = {testing::TrainBin(), "run",        "--spec",
+                                   t / "SPEC.json",     "--work-dir", t / "work"};
+  if (!resume.empty()) {
+    argv.push_back("--resume");
+    argv.push_back(resume);
+  }
+  TrainRun run;
+  std::mutex mu;
+  ChildProcess* self = nullptr;
+  bool signalled = false;
+  auto child = ChildProcess::Start(
+      argv,
+      [&](const std::string& line) {
+        auto e = ParseProgressEvent(line);
+        if (!e.ok()) return;
+        std::lock_guard<std::mutex> lock(mu);
+        run.events.push_back(*e);
+        if (stop_when && !signalled && self != nullptr && stop_when(*e)) {
+          self->Signal(SIGTERM);
+          signalled = true;
+        }
+      },
+      [&](const std::string& line) {
+        std::lock_guard<std::mutex> lock(mu);
+        run.stderr_text += line + "\n";
+      });
+  REQUIRE(child.ok());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    self = child->get();
+  }
+  REQUIRE((*child)->WaitFor(60000, &run.wait_status));
+  return run;
+}
+
+int ExitCode(const TrainRun& r) {
+  return WIFEXITED(r.wait_status) ? WEXITSTATUS(r.wait_status) : -1;
+}
+
+std::string Chain(const TempDir& t) {
+  auto text = files::ReadAll(t / "work/output/chain.txt");
+  return text.ok() ? *text : "<missing>";
+}
+
+}  // namespace
+
+TEST_CASE("synthetic chain matches an independent computation", "[synthetic]") {
+  // python3: s=sha256(b'7'); for k in 1..20: s=sha256(s+k.to_bytes(8,'little'))
+  CHECK(train::SyntheticChainHex(7, 20) ==
+        "9e1fd5f5e11aa23a9b1204ebb450528037b48be6097668d61d460095410feebc");
+  CHECK(train::SyntheticChainHex(0, 0) == Sha256Hex("0"));
+}
+
+TEST_CASE("an uninterrupted run writes chain.txt and its output manifest", "[synthetic]") {
+  TempDir t;
+  TrainRun r = Train(t, {{"steps", 20}, {"checkpoint_every", 5}, {"seed", 7}});
+  CHECK(ExitCode(r) == kExitDone);
+  CHECK(Chain(t) == train::SyntheticChainHex(7, 20) + "\n");
+  auto out = train::VerifyCheckpointDir(t / "work/output");
+  REQUIRE(out.ok());
+  CHECK(out->step == 20);
+  int checkpoints = 0;
+  for (const auto& e : r.events) checkpoints += e.type == ProgressEvent::Type::kCheckpoint;
+  CHECK(checkpoints == 3);  // 5, 10, 15 (the last step is the output)
+  CHECK(r.events.back().type == ProgressEvent::Type::kDone);
+}
+
+TEST_CASE("resuming from every checkpoint, any number of times, gives the same chain",
+          "[synthetic]") {
+  TempDir first;
+  Json params = {{"steps", 30}, {"checkpoint_every", 4}, {"seed", -12345}};
+  REQUIRE(ExitCode(Train(first, params)) == kExitDone);
+  std::string want = train::SyntheticChainHex(-12345, 30) + "\n";
+  CHECK(Chain(first) == want);
+  for (int step : {4, 16, 28}) {
+    TempDir t;
+    TrainRun r = Train(t, params, train::CheckpointDirFor(first / "work", step));
+    CHECK(ExitCode(r) == kExitDone);
+    CHECK(Chain(t) == want);
+    REQUIRE_FALSE(r.events.empty());
+    CHECK(r.events.front().step == step + 1);  // no step trained twice
+  }
+}
+
+TEST_CASE("SIGTERM: checkpoint at the next step boundary, exit 3, resume finishes the chain",
+          "[synthetic]") {
+  TempDir t;
+  Json params = {{"steps", 100000}, {"step_ms", 2}, {"checkpoint_every", 0}, {"seed", 3}};
+  TrainRun r = Train(t, params, "", [](const ProgressEvent& e) {
+    return e.type == ProgressEvent::Type::kProgress && e.step >= 5;
+  });
+  REQUIRE(ExitCode(r) == kExitInterrupted);
+  const ProgressEvent& last = r.events.back();
+  REQUIRE(last.type == ProgressEvent::Type::kCheckpoint);
+  int64_t last_step = 0;
+  for (const auto& e : r.events) {
+    if (e.type == ProgressEvent::Type::kProgress) last_step = e.step;
+  }
+  CHECK(last.step == last_step);  // the checkpoint covers the last step trained
+  auto m = train::VerifyCheckpointDir(last.dir);
+  REQUIRE(m.ok());
+  CHECK(m->step == last.step);
+
+  // Resume with fewer total steps so it finishes quickly.
+  TempDir t2;
+  Json params2 = {{"steps", last.step + 10}, {"seed", 3}};
+  TrainRun r2 = Train(t2, params2, last.dir);
+  CHECK(ExitCode(r2) == kExitDone);
+  CHECK(Chain(t2) == train::SyntheticChainHex(3, last.step + 10) + "\n");
+}
+
+TEST_CASE("fail_at_step exits as failed with a reason; crash_at_step aborts", "[synthetic]") {
+  TempDir t;
+  TrainRun f = Train(t, {{"steps", 10}, {"fail_at_step", 4}, {"checkpoint_every", 2}});
+  CHECK(ExitCode(f) == kExitFailed);
+  REQUIRE(f.events.back().type == ProgressEvent::Type::kError);
+  CHECK(f.events.back().reason.find("fail_at_step 4") != std::string::npos);
+
+  TempDir t2;
+  TrainRun c = Train(t2, {{"steps", 10}, {"crash_at_step", 6}, {"checkpoint_every", 5}});
+  CHECK(WIFSIGNALED(c.wait_status));
+  CHECK(WTERMSIG(c.wait_status) == SIGABRT);
+  CHECK(train::LatestCheckpointDir(t2 / "work") == train::CheckpointDirFor(t2 / "work", 5));
+}
+
+TEST_CASE("bad specs and bad resume checkpoints are clear failures", "[synthetic]") {
+  TempDir t;
+  TrainRun r = Train(t, {{"steps", -1}});
+  CHECK(ExitCode(r) == kExitFailed);
+  CHECK(r.stderr_text.find("params.steps") != std::string::npos);
+
+  TempDir src;
+  REQUIRE(ExitCode(Train(src, {{"steps", 6}, {"checkpoint_every", 3}, {"seed", 1}})) == 0);
+  std::string ckpt = train::CheckpointDirFor(src / "work", 3);
+  TempDir t2;
+  TrainRun wrong_seed = Train(t2, {{"steps", 6}, {"seed", 2}}, ckpt);
+  CHECK(ExitCode(wrong_seed) == kExitFailed);
+  REQUIRE(files::WriteSynced(ckpt + "/state.json", "{}").ok());
+  TempDir t3;
+  TrainRun corrupt = Train(t3, {{"steps", 6}, {"seed", 1}}, ckpt);
+  CHECK(ExitCode(corrupt) == kExitFailed);
+  CHECK(corrupt.stderr_text.find("cannot resume") != std::string::npos);
+
+  // Usage errors.
+  std::vector<std::string> argv = {testing::TrainBin(), "run", "--spec"};
+  auto child = ChildProcess::Start(argv, nullptr, nullptr);
+  REQUIRE(child.ok());
+  int st = 0;
+  REQUIRE((*child)->WaitFor(10000, &st));
+  CHECK(WEXITSTATUS(st) == kExitUsage);
+}

@@ -1,0 +1,36 @@
+// Helpers for agent unit tests: scratch directories and running gleaner-train.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "agent/train/common/files.h"
+
+namespace gleaner::testing {
+
+// A fresh directory under $TMPDIR, removed by the destructor.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base != nullptr ? base : "/tmp") + "/gleaner-agent-test-XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    path_ = mkdtemp(buf.data());
+  }
+  ~TempDir() { files::RemoveTree(path_); }
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return files::Join(path_, name); }
+
+ private:
+  std::string path_;
+};
+
+inline std::string TrainBin() {
+  return std::string(GLEANER_BIN_DIR) + "/gleaner-train";
+}
+
+}  // namespace gleaner::testing

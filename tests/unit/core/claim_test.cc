@@ -1,0 +1,170 @@
+// Claim order and eligibility of POST /v1/work.
+#include "tests/unit/core/test_env.h"
+
+using namespace gleaner;
+using namespace gleaner::testing;
+
+TEST_CASE("claim: nothing to do is 204 with Retry-After", "[claim]") {
+  TestEnv env;
+  NodeRef n = env.Node("m1");
+  Resp r = env.Claim(n);
+  CHECK(r.status == 204);
+  CHECK(r.Header("Retry-After") == "5");
+}
+
+TEST_CASE("claim: pending by priority, then age, then id", "[claim]") {
+  TestEnv env;
+  std::string dev = env.Developer();
+  std::string low_old = env.Submit(dev, 100, 0);
+  env.Advance(1);
+  std::string high_new = env.Submit(dev, 100, 5);
+  env.Advance(1);
+  std::string low_new = env.Submit(dev, 100, 0);
+  NodeRef a = env.Node("a"), b = env.Node("b"), c = env.Node("c"), d = env.Node("d");
+  CHECK(env.ClaimedJob(a) == high_new);
+  CHECK(env.ClaimedJob(b) == low_old);
+  CHECK(env.ClaimedJob(c) == low_new);
+  CHECK(env.Claim(d).status == 204);
+}
+
+TEST_CASE("claim: the response carries job, lease and no resume on a fresh job", "[claim]") {
+  TestEnv env;
+  std::string dev = env.Developer();
+  std::string job = env.Submit(dev, 50);
+  NodeRef n = env.Node("m1");
+  Resp r = env.Claim(n);
+  REQUIRE(r.status == 200);
+  CHECK(r.json["job"]["id"] == job);
+  CHECK(r.json["job"]["kind"] == "synthetic");
+  CHECK(r.json["job"]["steps"] == 50);
+  CHECK(r.json["job"]["params"]["checkpoint_every"] == 10);
+  CHECK(r.json["job"]["params"]["seed"] == 0);
+  CHECK(r.json["lease"]["epoch"] == 1);
+  CHECK(r.json["lease"]["heartbeat_interval"] == 30.0);
+  CHECK(r.json["lease"]["expires_at"] == core::FormatTime(env.now_ms + 60000));
+  CHECK(r.json["inputs"].is_object());
+  CHECK(r.json["inputs"].empty());
+  CHECK_FALSE(r.json.contains("resume"));
+  CHECK(env.JobState(job) == "running");
+  CHECK(env.Scalar("SELECT attempts FROM jobs WHERE id = ?", {job}) == 1);
+  // A segment is opened with the node's price snapshot (default '*').
+  Rows seg = env.Query("SELECT node_id, epoch, usd_per_hour, gpu_name, ended_at FROM segments");
+  REQUIRE(seg.rows.size() == 1);
+  CHECK(seg.Get(0, "node_id").AsText() == n.id);
+  CHECK(seg.Get(0, "epoch").AsInt() == 1);
+  CHECK(seg.Get(0, "usd_per_hour").AsReal() == Approx(0.324));
+  CHECK(seg.Get(0, "gpu_name").AsText() == "RTX 4090");
+  CHECK(seg.Get(0, "ended_at").is_null());
+}
+
+TEST_CASE("claim: stalled running jobs come before pending ones, even of higher priority",
+          "[claim]") {
+  TestEnv env;
+  std::string dev = env.Developer();
+  std::string first = env.Submit(dev, 100, 0);
+  NodeRef a = env.Node("a"), b = env.Node("b");
+  REQUIRE(env.ClaimedJob(a) == first);
+  env.Advance(1);
+  std::string urgent = env.Submit(dev, 100, 100);
+  env.Advance(61);  // a's lease (60 s) expired
+  Resp r = env.Claim(b);
+  REQUIRE(r.status == 200);
+  CHECK(r.json["job"]["id"] == first);
+  CHECK(r.json["lease"]["epoch"] == 2);
+  // The stalled lease's segment was closed as 'stalled' in the same batch.
+  Rows segs = env.Query("SELECT epoch, node_id, end_reason FROM segments WHERE job_id = ? "
+                        "ORDER BY epoch", {first});
+  REQUIRE(segs.rows.size() == 2);
+  CHECK(segs.Get(0, "end_reason").AsText() == "stalled");
+  CHECK(segs.Get(1, "end_reason").is_null());
+  CHECK(segs.Get(1, "node_id").AsText() == b.id);
+  // The old holder is fenced out.
+  CHECK(env.Heartbeat(a, first, 1, 10).status == 409);
+  CHECK(env.ClaimedJob(a) == urgent);
+}
+
+TEST_CASE("claim: a live lease is never handed out twice", "[claim]") {
+  TestEnv env;
+  std::string dev = env.Developer();
+  std::string job = env.Submit(dev);
+  NodeRef a = env.Node("a"), b = env.Node("b");
+  env.ClaimedJob(a);
+  env.Advance(59);
+  CHECK(env.Claim(b).status == 204);
+  CHECK(env.Heartbeat(a, job, 1, 5).status == 200);
+  env.Advance(59);  // the heartbeat extended the lease
+  CHECK(env.Claim(b).status == 204);
+}
+
+TEST_CASE("claim: never a job the node failed, never beyond its VRAM", "[claim]") {
+  TestEnv env;
+  std::string dev = env.Developer();
+  std::string big = env.Submit(dev, 100, 10, {{"requirements", {{"min_vram_mb", 40000}}}});
+  std::string small = env.Submit(dev, 100, 0);
+  NodeRef gpu24 = env.Node("small", 24000), gpu80 = env.Node("big", 81920, "H100");
+  CHECK(env.ClaimedJob(gpu24) == small);
+  CHECK(env.Post("/v1/jobs/" + small + "/fail", gpu24.token, {{"epoch", 1}, {"reason", "boom"}})
+            .status == 200);
+  CHECK(env.JobState(small) == "pending");
+  CHECK(env.Claim(gpu24).status == 204);  // banned from small, too small for big
+  CHECK(env.ClaimedJob(gpu80) == big);
+  NodeRef other = env.Node("other", 24000);
+  CHECK(env.ClaimedJob(other) == small);
+}
+
+TEST_CASE("claim: a quarantined node gets 204 and nothing changes", "[claim]") {
+  TestEnv env;
+  std::string dev = env.Developer();
+  std::string job = env.Submit(dev);
+  NodeRef n = env.Node("m1");
+  REQUIRE(env.Post("/v1/nodes/" + n.id + "/quarantine", env.operator_token).status == 200);
+  std::string before = env.Snapshot();
+  Resp r = env.Claim(n);
+  CHECK(r.status == 204);
+  CHECK(r.Header("Gleaner-Node-State") == "quarantined");
+  CHECK(env.Snapshot() == before);
+  REQUIRE(env.Post("/v1/nodes/" + n.id + "/restore", env.operator_token).status == 200);
+  CHECK(env.ClaimedJob(n) == job);
+}
+
+TEST_CASE("claim: each claim increments the epoch; resume is the latest committed checkpoint",
+          "[claim]") {
+  TestEnv env;
+  std::string dev = env.Developer();
+  std::string job = env.Submit(dev, 100);
+  NodeRef a = env.Node("a"), b = env.Node("b"), c = env.Node("c");
+  env.ClaimedJob(a);
+  REQUIRE(env.Checkpoint(a, job, 1, 20).status == 200);
+  REQUIRE(env.Checkpoint(a, job, 1, 30, "thirty").status == 200);
+  REQUIRE(env.Post("/v1/jobs/" + job + "/release", a.token, {{"epoch", 1}}).status == 200);
+  Resp r = env.Claim(b);
+  REQUIRE(r.status == 200);
+  CHECK(r.json["lease"]["epoch"] == 2);
+  REQUIRE(r.json.contains("resume"));
+  CHECK(r.json["resume"]["step"] == 30);
+  CHECK(r.json["resume"]["sha256"] == Sha256Hex("thirty"));
+  CHECK(r.json["resume"]["size"] == 6);
+  std::string url = r.json["resume"]["url"];
+  CHECK(url.find("/blobs/jobs/" + job + "/ckpt/e1/s0000000030?m=GET") != std::string::npos);
+  // The new segment starts at the checkpoint.
+  CHECK(env.Scalar("SELECT step_start FROM segments WHERE job_id = ? AND epoch = 2", {job}) == 30);
+  CHECK(env.Scalar("SELECT step_done FROM jobs WHERE id = ?", {job}) == 30);
+  env.Advance(61);
+  Resp r3 = env.Claim(c);
+  REQUIRE(r3.status == 200);
+  CHECK(r3.json["lease"]["epoch"] == 3);
+  CHECK(env.Scalar("SELECT attempts FROM jobs WHERE id = ?", {job}) == 3);
+}
+
+TEST_CASE("claim: the segment snapshots the GPU's own price when one is set", "[claim]") {
+  TestEnv env;
+  REQUIRE(env.Put("/v1/prices", env.operator_token, {{"gpu", "H100"}, {"usd_per_hour", 2.5}})
+              .status == 200);
+  std::string dev = env.Developer();
+  std::string job = env.Submit(dev);
+  NodeRef n = env.Node("h", 81920, "H100");
+  env.ClaimedJob(n);
+  REQUIRE(env.Put("/v1/prices", env.operator_token, {{"gpu", "H100"}, {"usd_per_hour", 9.0}})
+              .status == 200);
+  CHECK(env.Query("SELECT usd_per_hour FROM segments").rows[0][0].AsReal() == Approx(2.5));
+}
