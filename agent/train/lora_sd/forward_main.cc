@@ -8,6 +8,7 @@
 // O: safetensors with `sample` and, with R, the gradients of sum(output * R) under the LoRA's
 //    PEFT key names (metadata loss_value).
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -114,6 +115,54 @@ int ForwardMain(int argc, char** argv) {
   Status s = RunForward(a);
   if (!s.ok()) {
     std::fprintf(stderr, "gleaner-train forward: %s\n", s.ToString().c_str());
+    return kExitFailed;
+  }
+  return 0;
+}
+
+int MakeModelMain(int argc, char** argv) {
+  std::string config, out;
+  long long seed = 0;
+  for (int i = 0; i + 1 < argc; i += 2) {
+    std::string k = argv[i];
+    if (k == "--config") {
+      config = argv[i + 1];
+    } else if (k == "--out") {
+      out = argv[i + 1];
+    } else if (k == "--seed") {
+      seed = std::atoll(argv[i + 1]);
+    } else {
+      out.clear();
+      break;
+    }
+  }
+  if (out.empty() || argc % 2 != 0) {
+    std::fprintf(stderr,
+                 "usage: gleaner-train make-model --out WEIGHTS [--config C] [--seed S]\n"
+                 "  (random weights for config C; without C the tiny test config,\n"
+                 "   whose config.json is written next to WEIGHTS)\n");
+    return kExitUsage;
+  }
+  Status s = CatchTorch("make-model", [&]() -> Status {
+    UNetConfig cfg = TinyConfig();
+    if (!config.empty()) {
+      Result<std::string> text = ReadFile(config);
+      if (!text.ok()) return text.status();
+      Result<Json> j = ParseJson(*text);
+      if (!j.ok()) return Status::Invalid(config + ": " + j.status().message());
+      Result<UNetConfig> c = ParseUNetConfig(*j);
+      if (!c.ok()) return c.status();
+      cfg = *c;
+    } else {
+      size_t slash = out.rfind('/');
+      std::string dir = slash == std::string::npos ? "" : out.substr(0, slash + 1);
+      GLEANER_RETURN_IF_ERROR(
+          WriteFileDurable(dir + "config.json", UNetConfigToJson(cfg).dump(2) + "\n"));
+    }
+    return SaveSafetensors(out, RandomWeights(cfg, uint64_t(seed)));
+  });
+  if (!s.ok()) {
+    std::fprintf(stderr, "gleaner-train make-model: %s\n", s.ToString().c_str());
     return kExitFailed;
   }
   return 0;

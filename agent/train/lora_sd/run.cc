@@ -3,13 +3,13 @@
 // SPEC.json: params (see TrainParams), inputs.model (weights: .safetensors or sharded
 // .safetensors.index.json), inputs.dataset (see dataset.h), model.config (the diffusers UNet
 // config object; or inputs.config, a path to config.json).
-#include <signal.h>
-#include <sys/prctl.h>
-
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 
+#include "agent/train/common/checkpoint_dir.h"
+#include "agent/train/common/progress.h"
+#include "agent/train/common/run_args.h"
+#include "agent/train/common/signals.h"
 #include "agent/train/kinds.h"
 #include "agent/train/lora_sd/trainer.h"
 #include "shared/trainer_protocol.h"
@@ -19,38 +19,10 @@ namespace {
 
 using namespace lora_sd;
 
-volatile std::sig_atomic_t g_stop = 0;
-void OnStopSignal(int) { g_stop = 1; }
-
-void InstallSignals() {
-  g_stop = 0;
-  struct sigaction sa = {};
-  sa.sa_handler = OnStopSignal;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-}
-
-void Emit(const ProgressEvent& e) {
-  std::string line = FormatProgressEvent(e);
-  std::fprintf(stdout, "%s\n", line.c_str());
-  std::fflush(stdout);
-}
-
 int Fail(const Status& s) {
-  ProgressEvent e;
-  e.type = ProgressEvent::Type::kError;
-  e.reason = s.message();
-  Emit(e);
+  EmitError(s.message());
   std::fprintf(stderr, "lora-sd: %s\n", s.ToString().c_str());
   return kExitFailed;
-}
-
-std::string CheckpointDir(const std::string& work_dir, int64_t step) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%010lld", static_cast<long long>(step));
-  return work_dir + "/checkpoints/" + buf;
 }
 
 Result<std::string> InputPath(const Json& spec, const char* name) {
@@ -79,7 +51,7 @@ Result<UNetConfig> SpecConfig(const Json& spec) {
 
 int Run(const RunArgs& args) {
   const Json& spec = args.spec;
-  std::string job_id = spec.value("job_id", std::string());
+  std::string job_id = SpecJobId(args);
   int64_t spec_steps = 0;
   if (spec.contains("steps") && spec["steps"].is_number_integer()) {
     spec_steps = spec["steps"].get<int64_t>();
@@ -104,19 +76,16 @@ int Run(const RunArgs& args) {
   Trainer& t = **tr;
   if (!args.resume_dir.empty()) {
     Status s = t.Restore(args.resume_dir);
-    if (!s.ok()) return Fail(Status(s.code(), "resume from " + args.resume_dir + ": " + s.message()));
+    if (!s.ok())
+      return Fail(Status(s.code(), "resume from " + args.resume_dir + ": " + s.message()));
   }
   Status s = MakeDirs(args.work_dir + "/checkpoints");
   if (!s.ok()) return Fail(s);
 
   auto checkpoint = [&]() -> Status {
-    std::string dir = CheckpointDir(args.work_dir, t.step());
+    std::string dir = CheckpointDirFor(args.work_dir, t.step());
     GLEANER_RETURN_IF_ERROR(t.SaveCheckpoint(dir, job_id));
-    ProgressEvent e;
-    e.type = ProgressEvent::Type::kCheckpoint;
-    e.step = t.step();
-    e.dir = dir;
-    Emit(e);
+    EmitCheckpoint(t.step(), dir);
     return Status::Ok();
   };
   using Clock = std::chrono::steady_clock;
@@ -124,11 +93,6 @@ int Run(const RunArgs& args) {
   int64_t samples_since = 0;
   const int64_t per_step = p->batch_size * p->gradient_accumulation;
   while (t.step() < p->steps) {
-    if (g_stop) {
-      s = checkpoint();
-      if (!s.ok()) return Fail(s);
-      return kExitInterrupted;
-    }
     Result<double> loss = t.Step();
     if (!loss.ok()) return Fail(loss.status());
     samples_since += per_step;
@@ -136,34 +100,26 @@ int Run(const RunArgs& args) {
     double dt = std::chrono::duration<double>(now - last_emit).count();
     if (dt >= 1.0 || t.step() == 1 || t.step() == p->steps ||
         (p->checkpoint_every > 0 && t.step() % p->checkpoint_every == 0)) {
-      ProgressEvent e;
-      e.step = t.step();
-      e.steps = p->steps;
-      e.loss = *loss;
-      e.has_loss = true;
-      e.samples_per_s = dt > 0 ? double(samples_since) / dt : 0;
-      Emit(e);
+      EmitStep(t.step(), p->steps, *loss, true, dt > 0 ? double(samples_since) / dt : 0);
       last_emit = now;
       samples_since = 0;
     }
-    if (p->checkpoint_every > 0 && t.step() % p->checkpoint_every == 0 && t.step() < p->steps) {
+    if (t.step() < p->steps &&
+        (StopRequested() || (p->checkpoint_every > 0 && t.step() % p->checkpoint_every == 0))) {
       s = checkpoint();
       if (!s.ok()) return Fail(s);
+      if (StopRequested()) return kExitInterrupted;
     }
   }
-  s = t.WriteOutput(args.work_dir + "/output", job_id);
+  s = t.WriteOutput(OutputDirFor(args.work_dir), job_id);
   if (!s.ok()) return Fail(s);
-  ProgressEvent done;
-  done.type = ProgressEvent::Type::kDone;
-  done.step = t.step();
-  Emit(done);
+  EmitDone(t.step());
   return kExitDone;
 }
 
 }  // namespace
 
 int RunLoraSd(const RunArgs& args) {
-  InstallSignals();
   int code = kExitFailed;
   Status s = CatchTorch("lora-sd", [&]() -> Status {
     code = Run(args);

@@ -1,27 +1,33 @@
 #include "agent/train/lora_sd/trainer.h"
 
 #include <ATen/autocast_mode.h>
-#include <dirent.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 
+#include "agent/train/common/checkpoint_dir.h"
+#include "shared/job_params.h"
 #include "shared/sha256.h"
 #include "shared/trainer_protocol.h"
 
 namespace gleaner::train::lora_sd {
 
-Result<TrainParams> TrainParams::FromJson(const Json& params, int64_t spec_steps) {
+Result<TrainParams> TrainParams::FromJson(const Json& raw, int64_t spec_steps) {
   TrainParams p;
-  if (spec_steps > 0) p.steps = spec_steps;
-  FieldReader r(params, "params.");
+  if (!raw.is_object()) return Status::Invalid("params must be a JSON object");
+  Json in = raw;
+  if (!in.contains("steps") && spec_steps > 0) in["steps"] = spec_steps;
+  // The coordinator stores normalised params; normalising again is idempotent and keeps the
+  // defaults and ranges in one place (shared/job_params.h).
+  Result<Json> params = NormalizeParams("lora-sd", in);
+  if (!params.ok()) return params.status();
+  FieldReader r(*params, "params.");
   r.Int("steps", &p.steps, false, 1, 10000000);
-  r.Int("batch_size", &p.batch_size, false, 1, 256);
+  r.Int("batch_size", &p.batch_size, false, 1, 1024);
   r.Number("learning_rate", &p.learning_rate, false, 1e-12, 1);
-  r.Int("rank", &p.rank, false, 1, 256);
-  r.Number("alpha", &p.alpha, false, 1e-6, 1e4);
-  r.Int("seed", &p.seed, false, 0, int64_t(1) << 53);
+  r.Int("rank", &p.rank, false, 1, 1024);
+  r.Number("alpha", &p.alpha, false, 1e-6, 1e6);
+  r.Int("seed", &p.seed, false, 0, kMaxSafeInteger);
   r.Int("checkpoint_every", &p.checkpoint_every, false, 0, 10000000);
   r.String("mixed_precision", &p.mixed_precision, false, 16);
   r.Bool("gradient_checkpointing", &p.gradient_checkpointing, false);
@@ -35,7 +41,7 @@ Result<TrainParams> TrainParams::FromJson(const Json& params, int64_t spec_steps
   r.Number("max_grad_norm", &p.max_grad_norm, false, 0, 1e6);
   r.Number("adam_beta1", &p.adam.beta1, false, 0, 0.999999);
   r.Number("adam_beta2", &p.adam.beta2, false, 0, 0.999999999);
-  r.Number("adam_weight_decay", &p.adam.weight_decay, false, 0, 1);
+  r.Number("adam_weight_decay", &p.adam.weight_decay, false, 0, 10);
   r.Number("adam_epsilon", &p.adam.eps, false, 1e-20, 1);
   if (!r.ok()) return r.status();
   if (p.mixed_precision != "no" && p.mixed_precision != "fp16" && p.mixed_precision != "bf16") {
@@ -170,8 +176,9 @@ Result<double> Trainer::Step() {
         torch::Tensor cl = data_.class_latents.index_select(0, ci);
         torch::Tensor ct = data_.class_text.index_select(0, ci);
         if (ct.size(1) != txt.size(1)) {
-          return Status::Invalid("class_text_embeddings must have as many tokens as "
-                                 "text_embeddings");
+          return Status::Invalid(
+              "class_text_embeddings must have as many tokens as "
+              "text_embeddings");
         }
         lat = torch::cat({lat, cl}, 0);
         txt = torch::cat({txt, ct}, 0);
@@ -204,33 +211,12 @@ Result<double> Trainer::Step() {
 
 namespace {
 
-// Removes a directory holding only plain files (a stale "<ckpt>.tmp" or an older copy).
-void RemoveFlatDir(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return;
-  while (dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name != "." && name != "..") ::unlink((dir + "/" + name).c_str());
-  }
-  ::closedir(d);
-  ::rmdir(dir.c_str());
-}
-
 Status WriteWithManifest(const std::string& dir, const std::map<std::string, std::string>& files,
-                         CheckpointManifest m) {
-  std::string tmp = dir + ".tmp";
-  RemoveFlatDir(tmp);
-  GLEANER_RETURN_IF_ERROR(MakeDirs(tmp));
-  for (const auto& [name, bytes] : files) {
-    GLEANER_RETURN_IF_ERROR(WriteFileDurable(tmp + "/" + name, bytes));
-    m.files.push_back({name, int64_t(bytes.size()), Sha256Hex(bytes)});
-  }
-  GLEANER_RETURN_IF_ERROR(WriteFileDurable(tmp + "/" + kManifestName, ManifestToJson(m)));
-  GLEANER_RETURN_IF_ERROR(SyncDir(tmp));
-  RemoveFlatDir(dir);
-  if (::rename(tmp.c_str(), dir.c_str()) != 0) return Status::Io("rename " + tmp + " -> " + dir);
-  size_t slash = dir.rfind('/');
-  return SyncDir(slash == std::string::npos ? "." : dir.substr(0, slash));
+                         int64_t step, const std::string& job_id, const Json& meta) {
+  Result<CheckpointWriter> w = CheckpointWriter::Begin(dir);
+  if (!w.ok()) return w.status();
+  for (const auto& [name, bytes] : files) GLEANER_RETURN_IF_ERROR(w->AddFile(name, bytes));
+  return w->Commit("lora-sd", job_id, step, meta);
 }
 
 }  // namespace
@@ -238,9 +224,8 @@ Status WriteWithManifest(const std::string& dir, const std::map<std::string, std
 Status Trainer::SaveCheckpoint(const std::string& dir, const std::string& job_id) {
   std::map<std::string, std::string> files;
   Status s = CatchTorch("writing checkpoint", [&]() -> Status {
-    std::map<std::string, std::string> meta = {{"format", "peft"},
-                                                {"rank", std::to_string(p_.rank)},
-                                                {"alpha", Json(p_.alpha).dump()}};
+    std::map<std::string, std::string> meta = {
+        {"format", "peft"}, {"rank", std::to_string(p_.rank)}, {"alpha", Json(p_.alpha).dump()}};
     Result<std::string> l = EncodeSafetensors(lora_.PeftTensors(), meta);
     Result<std::string> o = EncodeSafetensors(opt_->State());
     Result<std::string> r = EncodeSafetensors({{"cpu", gen_.get_state()}});
@@ -267,18 +252,11 @@ Status Trainer::SaveCheckpoint(const std::string& dir, const std::string& job_id
     return Status::Ok();
   });
   if (!s.ok()) return s;
-  CheckpointManifest m;
-  m.kind = "lora-sd";
-  m.job_id = job_id;
-  m.step = step_;
-  m.meta = Json{{"samples_seen", samples_seen_}};
-  return WriteWithManifest(dir, files, m);
+  return WriteWithManifest(dir, files, step_, job_id, Json{{"samples_seen", samples_seen_}});
 }
 
 Status Trainer::Restore(const std::string& dir) {
-  Result<std::string> mtext = ReadFile(dir + "/" + kManifestName);
-  if (!mtext.ok()) return mtext.status();
-  Result<CheckpointManifest> m = ParseManifest(*mtext);
+  Result<CheckpointManifest> m = VerifyCheckpointDir(dir);
   if (!m.ok()) return m.status();
   if (m->kind != "lora-sd") return Status::Invalid("checkpoint is of kind " + m->kind);
   std::map<std::string, std::string> files;
@@ -337,16 +315,15 @@ Status Trainer::Restore(const std::string& dir) {
 Status Trainer::WriteOutput(const std::string& dir, const std::string& job_id) {
   std::map<std::string, std::string> files;
   Status s = CatchTorch("writing output", [&]() -> Status {
-    std::map<std::string, std::string> meta = {
-        {"ss_network_module", "networks.lora"},
-        {"ss_network_dim", std::to_string(p_.rank)},
-        {"ss_network_alpha", Json(p_.alpha).dump()},
-        {"rank", std::to_string(p_.rank)},
-        {"alpha", Json(p_.alpha).dump()},
-        {"target_modules", "to_q,to_k,to_v,to_out.0"},
-        {"steps", std::to_string(step_)},
-        {"gleaner_params", DumpJson(p_.ToJson())},
-        {"gleaner_job_id", job_id}};
+    std::map<std::string, std::string> meta = {{"ss_network_module", "networks.lora"},
+                                               {"ss_network_dim", std::to_string(p_.rank)},
+                                               {"ss_network_alpha", Json(p_.alpha).dump()},
+                                               {"rank", std::to_string(p_.rank)},
+                                               {"alpha", Json(p_.alpha).dump()},
+                                               {"target_modules", "to_q,to_k,to_v,to_out.0"},
+                                               {"steps", std::to_string(step_)},
+                                               {"gleaner_params", DumpJson(p_.ToJson())},
+                                               {"gleaner_job_id", job_id}};
     meta["format"] = "kohya";
     Result<std::string> kohya = EncodeSafetensors(lora_.KohyaTensors(), meta);
     meta["format"] = "peft";
@@ -358,12 +335,7 @@ Status Trainer::WriteOutput(const std::string& dir, const std::string& job_id) {
     return Status::Ok();
   });
   if (!s.ok()) return s;
-  CheckpointManifest m;
-  m.kind = "lora-sd";
-  m.job_id = job_id;
-  m.step = step_;
-  m.meta = Json{{"rank", p_.rank}, {"alpha", p_.alpha}};
-  return WriteWithManifest(dir, files, m);
+  return WriteWithManifest(dir, files, step_, job_id, Json{{"rank", p_.rank}, {"alpha", p_.alpha}});
 }
 
 }  // namespace gleaner::train::lora_sd

@@ -459,6 +459,14 @@ std::vector<std::pair<std::string, LoraLinearImpl*>> UNet::LoraTargets() {
   return out;
 }
 
+TensorMap RandomWeights(const UNetConfig& config, uint64_t seed) {
+  torch::manual_seed(seed);
+  UNet model(config);
+  TensorMap out;
+  for (const auto& p : model.named_parameters(true)) out[p.key()] = p.value().detach().clone();
+  return out;
+}
+
 Status LoadStateDict(UNet& model, const TensorMap& weights) {
   return CatchTorch("loading UNet weights", [&]() -> Status {
     auto params = model.named_parameters(/*recurse=*/true);

@@ -66,6 +66,9 @@ class UNet : public torch::nn::Module {
 // Copies weights into the model (converting F16/BF16 to the parameter dtype) and freezes them.
 // Missing, unexpected and mis-shaped keys are errors that name the keys.
 Status LoadStateDict(UNet& model, const TensorMap& weights);
+// Deterministic random weights for a config (default init from a fixed seed), keyed like
+// diffusers' state dict: for tests, benchmarks and demos without a real checkpoint.
+TensorMap RandomWeights(const UNetConfig& config, uint64_t seed);
 // Sinusoidal timestep embedding as diffusers' get_timestep_embedding (max_period 10000).
 torch::Tensor TimestepEmbedding(const torch::Tensor& timesteps, int64_t dim, bool flip_sin_to_cos,
                                 double freq_shift);
