@@ -1,5 +1,7 @@
 #include "agent/train/lora_sd/unet.h"
 
+#include <ATen/autocast_mode.h>
+
 #include <cmath>
 #include <set>
 
@@ -347,6 +349,9 @@ class CheckpointFn : public torch::autograd::Function<CheckpointFn> {
     ctx->saved_data["fn"] = fn;
     ctx->saved_data["xg"] = x.requires_grad();
     ctx->saved_data["cg"] = cond.requires_grad();
+    // Recompute under the same autocast state as the original forward.
+    ctx->saved_data["autocast"] = at::autocast::is_enabled();
+    ctx->saved_data["autocast_dtype"] = int64_t(at::autocast::get_autocast_gpu_dtype());
     ctx->save_for_backward({x, cond});
     torch::NoGradGuard no_grad;
     return {reinterpret_cast<Recomputable*>(fn)->Run(x, cond)};
@@ -359,7 +364,19 @@ class CheckpointFn : public torch::autograd::Function<CheckpointFn> {
     torch::AutoGradMode enable(true);
     Tensor x = saved[0].detach().requires_grad_(xg);
     Tensor cond = saved[1].detach().requires_grad_(cg);
+    bool autocast = ctx->saved_data["autocast"].toBool();
+    bool was = at::autocast::is_enabled();
+    at::ScalarType was_dtype = at::autocast::get_autocast_gpu_dtype();
+    if (autocast) {
+      at::autocast::set_enabled(true);
+      at::autocast::set_autocast_gpu_dtype(
+          at::ScalarType(ctx->saved_data["autocast_dtype"].toInt()));
+    }
     Tensor out = fn->Run(x, cond);
+    if (autocast) {
+      at::autocast::set_enabled(was);
+      at::autocast::set_autocast_gpu_dtype(was_dtype);
+    }
     if (out.requires_grad()) torch::autograd::backward({out}, {grad_out[0]});
     return {xg ? x.grad() : Tensor(), cg ? cond.grad() : Tensor(), Tensor(), Tensor()};
   }
