@@ -2,7 +2,7 @@
 // weight loading errors, config validation, gradient checkpointing.
 #include "agent/train/lora_sd/lora.h"
 #include "agent/train/lora_sd/unet.h"
-#include "train_test_util.h"  // first: see its note on CHECK
+#include "train_test_util.h"  // Catch2, via the CHECK fix-up
 
 using namespace gleaner;
 using namespace gleaner::train::testing;

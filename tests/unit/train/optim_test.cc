@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "train_test_util.h"  // first: see its note on CHECK
+#include "train_test_util.h"  // Catch2, via the CHECK fix-up
 
 using namespace gleaner;
 using namespace gleaner::train::testing;

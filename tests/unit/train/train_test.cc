@@ -13,7 +13,7 @@
 #include "agent/train/lora_sd/dataset.h"
 #include "agent/train/lora_sd/trainer.h"
 #include "shared/trainer_protocol.h"
-#include "train_test_util.h"  // first: see its note on CHECK
+#include "train_test_util.h"  // Catch2, via the CHECK fix-up
 
 using namespace gleaner;
 using namespace gleaner::train;
@@ -269,7 +269,7 @@ TEST_CASE("forward CLI reproduces the reference output and gradients", "[lora_sd
               "--inputs", dir + "/inputs.safetensors", "--out", tmp / "x"}) == kExitFailed);
 }
 
-TEST_CASE("SIGTERM checkpoints at a step boundary; the run resumes to the end",
+TEST_CASE("SIGTERM checkpoints at a step boundary and the run resumes to the end",
           "[lora_sd][cli][signal]") {
   TinyJob job(8);
   Json spec = job.Spec({{"steps", 400}, {"checkpoint_every", 400}});

@@ -1,4 +1,3 @@
-// Include FIRST in lora-sd test files (see the CHECK note below).
 // Helpers for lora-sd tests: fixture access, scratch directories, tensor comparisons, specs.
 #pragma once
 
@@ -14,8 +13,8 @@
 #include "agent/train/lora_sd/unet_config.h"
 #include "shared/json.h"
 
-// glog (pulled in by libtorch) defines CHECK(cond) too; Catch's must win in test files, so
-// every test file includes this header before anything else.
+// glog (pulled in by libtorch) defines CHECK(cond) too. Catch's must win: lora-sd test files get
+// Catch only through this header, which includes libtorch first and then replaces CHECK.
 #undef CHECK
 #include <catch2/catch.hpp>
 
