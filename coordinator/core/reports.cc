@@ -66,55 +66,60 @@ Plan HandleCostReport(CtxPtr ctx) {
     return Plan::Fail(Status::Invalid("to must be an RFC 3339 time, a date or Unix seconds"));
   }
   Batch b;
-  b.Add("SELECT job_id, node_id, gpu_name, started_at, heartbeats, heartbeat_interval_s, "
-        "usd_per_hour, step_start, step_end, step_committed, ended_at, end_reason FROM segments "
-        "WHERE started_at >= ? AND started_at < ? ORDER BY started_at, job_id, epoch",
-        {from, to});
-  return Plan::Run(std::move(b), [group_by, format, from, to, from_s, to_s](BatchResult res) -> Plan {
-    if (!res.status.ok()) return DbFail(res.status);
-    const Rows& rows = res.results[0];
-    std::map<std::string, CostFigures> groups;
-    CostFigures total;
-    for (size_t i = 0; i < rows.rows.size(); ++i) {
-      auto get = [&](const char* c) -> const SqlValue& { return rows.Get(i, c); };
-      SegmentFacts f;
-      f.heartbeats = get("heartbeats").AsInt();
-      f.heartbeat_interval_s = get("heartbeat_interval_s").AsReal();
-      f.usd_per_hour = get("usd_per_hour").AsReal();
-      f.step_start = get("step_start").AsInt();
-      f.step_end = get("step_end").AsInt();
-      f.step_committed = get("step_committed").AsInt();
-      f.ended_unfinished = !get("ended_at").is_null() && get("end_reason").AsText() != "completed";
-      std::string key = group_by == "job"    ? get("job_id").AsText()
-                        : group_by == "node" ? get("node_id").AsText()
-                        : group_by == "gpu"  ? get("gpu_name").AsText()
-                                             : FormatTime(get("started_at").AsInt()).substr(0, 10);
-      groups[key].Add(SegmentCost(f));
-    }
-    for (const auto& [key, figures] : groups) total.Add(figures);
-    if (format == "csv") {
-      std::string csv = "group,segments,steps,billable_seconds,cost_usd,cost_per_step,"
-                        "wasted_seconds,wasted_cost_usd\n";
-      for (const auto& [key, figures] : groups) csv += CsvRow(key, figures);
-      csv += CsvRow("total", total);
-      HttpResponse resp;
-      resp.status = 200;
-      resp.content_type = "text/csv; charset=utf-8";
-      resp.body = std::move(csv);
-      return Plan::Respond(std::move(resp));
-    }
-    Json list = Json::array();
-    for (const auto& [key, figures] : groups) {
-      Json g = FiguresJson(figures);
-      g["key"] = key;
-      list.push_back(std::move(g));
-    }
-    return RespondJson(200, {{"group_by", group_by},
-                             {"from", from_s.empty() ? Json(nullptr) : Json(FormatTime(from))},
-                             {"to", to_s.empty() ? Json(nullptr) : Json(FormatTime(to))},
-                             {"groups", list},
-                             {"totals", FiguresJson(total)}});
-  });
+  b.Add(
+      "SELECT job_id, node_id, gpu_name, started_at, heartbeats, heartbeat_interval_s, "
+      "usd_per_hour, step_start, step_end, step_committed, ended_at, end_reason FROM segments "
+      "WHERE started_at >= ? AND started_at < ? ORDER BY started_at, job_id, epoch",
+      {from, to});
+  return Plan::Run(
+      std::move(b), [group_by, format, from, to, from_s, to_s](BatchResult res) -> Plan {
+        if (!res.status.ok()) return DbFail(res.status);
+        const Rows& rows = res.results[0];
+        std::map<std::string, CostFigures> groups;
+        CostFigures total;
+        for (size_t i = 0; i < rows.rows.size(); ++i) {
+          auto get = [&](const char* c) -> const SqlValue& { return rows.Get(i, c); };
+          SegmentFacts f;
+          f.heartbeats = get("heartbeats").AsInt();
+          f.heartbeat_interval_s = get("heartbeat_interval_s").AsReal();
+          f.usd_per_hour = get("usd_per_hour").AsReal();
+          f.step_start = get("step_start").AsInt();
+          f.step_end = get("step_end").AsInt();
+          f.step_committed = get("step_committed").AsInt();
+          f.ended_unfinished =
+              !get("ended_at").is_null() && get("end_reason").AsText() != "completed";
+          std::string key = group_by == "job"    ? get("job_id").AsText()
+                            : group_by == "node" ? get("node_id").AsText()
+                            : group_by == "gpu"
+                                ? get("gpu_name").AsText()
+                                : FormatTime(get("started_at").AsInt()).substr(0, 10);
+          groups[key].Add(SegmentCost(f));
+        }
+        for (const auto& [key, figures] : groups) total.Add(figures);
+        if (format == "csv") {
+          std::string csv =
+              "group,segments,steps,billable_seconds,cost_usd,cost_per_step,"
+              "wasted_seconds,wasted_cost_usd\n";
+          for (const auto& [key, figures] : groups) csv += CsvRow(key, figures);
+          csv += CsvRow("total", total);
+          HttpResponse resp;
+          resp.status = 200;
+          resp.content_type = "text/csv; charset=utf-8";
+          resp.body = std::move(csv);
+          return Plan::Respond(std::move(resp));
+        }
+        Json list = Json::array();
+        for (const auto& [key, figures] : groups) {
+          Json g = FiguresJson(figures);
+          g["key"] = key;
+          list.push_back(std::move(g));
+        }
+        return RespondJson(200, {{"group_by", group_by},
+                                 {"from", from_s.empty() ? Json(nullptr) : Json(FormatTime(from))},
+                                 {"to", to_s.empty() ? Json(nullptr) : Json(FormatTime(to))},
+                                 {"groups", list},
+                                 {"totals", FiguresJson(total)}});
+      });
 }
 
 }  // namespace gleaner::core

@@ -12,7 +12,7 @@ Plan HandleCreateKey(CtxPtr ctx);
 // routes_nodes.cc
 Plan HandleRegisterNode(CtxPtr ctx);
 Plan HandleListNodes(CtxPtr ctx);
-Plan HandleSetNodeState(CtxPtr ctx);  // quarantine | restore (ctx->args[1])
+Plan HandleSetNodeState(CtxPtr ctx);  // .../quarantine | .../restore (last path segment)
 // routes_jobs.cc
 Plan HandleCreateUpload(CtxPtr ctx);
 Plan HandleCreateJob(CtxPtr ctx);

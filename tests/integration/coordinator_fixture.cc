@@ -1,5 +1,6 @@
 #include "tests/integration/coordinator_fixture.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace gleaner::testing {
@@ -58,6 +59,24 @@ bool CoordinatorProcess::Start(std::string* error, Millis timeout) {
     return false;
   }
   port_ = *port;
+  // The "listening" log line follows the port file; tests may read it at once (unless a
+  // --log-level hides info lines).
+  bool quiet = std::find(options_.extra_args.begin(), options_.extra_args.end(), "--log-level") !=
+               options_.extra_args.end();
+  if (!quiet && !WaitUntil(
+                    [&] {
+                      return process_->Stderr().find("\"msg\":\"listening\"") !=
+                                 std::string::npos ||
+                             !process_->Running();
+                    },
+                    timeout)) {
+    *error = "coordinator did not log \"listening\"; stderr: " + Tail(process_->Stderr());
+    return false;
+  }
+  if (!process_->Running()) {
+    *error = "coordinator exited after binding; stderr: " + Tail(process_->Stderr());
+    return false;
+  }
   return true;
 }
 
@@ -70,6 +89,50 @@ HttpClient CoordinatorProcess::Client(const std::string& token) const {
   HttpClient c(url());
   c.set_token(token);
   return c;
+}
+
+std::optional<std::string> CreateKey(const CoordinatorProcess& coord, const std::string& role,
+                                     std::string* error) {
+  HttpClient op = coord.OperatorClient();
+  HttpResult r = op.Post("/v1/keys", {{"role", role}, {"name", "test-" + role}});
+  Json j = r.json();
+  if (r.status != 201 || !j.contains("token") || !j["token"].is_string()) {
+    *error = "POST /v1/keys: " + r.Describe();
+    return std::nullopt;
+  }
+  return j["token"].get<std::string>();
+}
+
+std::optional<NodeCredentials> RegisterNode(const CoordinatorProcess& coord,
+                                            const std::string& enroll_token,
+                                            const std::string& machine_id, int64_t vram_mb,
+                                            std::string* error) {
+  HttpClient c = coord.Client(enroll_token);
+  HttpResult r =
+      c.Post("/v1/nodes/register", {{"machine_id", machine_id},
+                                    {"gpu", {{"name", "RTX 4090"}, {"vram_mb", vram_mb}}},
+                                    {"agent_version", "0.1.0"}});
+  Json j = r.json();
+  if (r.status != 200 || !j.contains("node_id") || !j.contains("token")) {
+    *error = "POST /v1/nodes/register: " + r.Describe();
+    return std::nullopt;
+  }
+  return NodeCredentials{j["node_id"].get<std::string>(), j["token"].get<std::string>()};
+}
+
+std::optional<std::string> SubmitSyntheticJob(HttpClient& developer, int64_t steps,
+                                              int64_t checkpoint_every, std::string* error,
+                                              const Json& extra) {
+  Json body = {{"kind", "synthetic"},
+               {"params", {{"steps", steps}, {"checkpoint_every", checkpoint_every}}}};
+  for (auto it = extra.begin(); it != extra.end(); ++it) body[it.key()] = it.value();
+  HttpResult r = developer.Post("/v1/jobs", body);
+  Json j = r.json();
+  if (r.status != 201 || !j.contains("id")) {
+    *error = "POST /v1/jobs: " + r.Describe();
+    return std::nullopt;
+  }
+  return j["id"].get<std::string>();
 }
 
 }  // namespace gleaner::testing

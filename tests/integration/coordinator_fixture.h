@@ -7,7 +7,9 @@
 // behaviour; Restart() keeps the database and data dir.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,5 +54,26 @@ class CoordinatorProcess {
   std::unique_ptr<Process> process_;
   int port_ = 0;
 };
+
+// ---- API shortcuts for tests (each returns nullopt and fills *error on an unexpected answer) ----
+
+// POST /v1/keys as operator → the new key's token.
+std::optional<std::string> CreateKey(const CoordinatorProcess& coord, const std::string& role,
+                                     std::string* error);
+
+struct NodeCredentials {
+  std::string id;
+  std::string token;
+};
+// POST /v1/nodes/register with an enroll token.
+std::optional<NodeCredentials> RegisterNode(const CoordinatorProcess& coord,
+                                            const std::string& enroll_token,
+                                            const std::string& machine_id, int64_t vram_mb,
+                                            std::string* error);
+
+// POST /v1/jobs {kind: synthetic, params} as a developer → job id.
+std::optional<std::string> SubmitSyntheticJob(HttpClient& developer, int64_t steps,
+                                              int64_t checkpoint_every, std::string* error,
+                                              const Json& extra = Json::object());
 
 }  // namespace gleaner::testing

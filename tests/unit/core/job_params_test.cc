@@ -1,0 +1,82 @@
+// shared/job_params: validation and defaults per kind.
+#include "shared/job_params.h"
+
+#include <catch2/catch.hpp>
+
+using namespace gleaner;
+
+TEST_CASE("synthetic params: defaults and ranges", "[params]") {
+  auto r = NormalizeParams("synthetic", {{"steps", 50}});
+  REQUIRE(r.ok());
+  CHECK(*r == Json({{"steps", 50}, {"step_ms", 0}, {"checkpoint_every", 50}, {"seed", 0}}));
+  auto full = NormalizeParams("synthetic", {{"steps", 1000},
+                                            {"step_ms", 10},
+                                            {"checkpoint_every", 7},
+                                            {"seed", 42},
+                                            {"fail_at_step", 500},
+                                            {"crash_at_step", 9}});
+  REQUIRE(full.ok());
+  CHECK((*full)["fail_at_step"] == 500);
+  CHECK((*full)["crash_at_step"] == 9);
+  for (const Json& bad :
+       {Json{{"steps", 10}, {"step_ms", 60001}}, Json{{"steps", 10}, {"seed", -1}},
+        Json{{"steps", 10000001}}, Json{{"steps", 10}, {"crash_at_step", 11}},
+        Json{{"steps", true}}, Json::array()}) {
+    INFO(bad.dump());
+    auto e = NormalizeParams("synthetic", bad);
+    CHECK_FALSE(e.ok());
+    CHECK(e.status().code() == Code::kInvalidArgument);
+  }
+  auto msg = NormalizeParams("synthetic", {{"steps", 10}, {"step_ms", -1}});
+  CHECK(msg.status().message() == "params.step_ms must be an integer in [0, 60000]");
+}
+
+TEST_CASE("lora-sd params: every default, alpha follows rank", "[params]") {
+  auto r = NormalizeParams("lora-sd", {{"steps", 500}, {"rank", 16}});
+  REQUIRE(r.ok());
+  const Json& p = *r;
+  CHECK(p["steps"] == 500);
+  CHECK(p["batch_size"] == 1);
+  CHECK(p["learning_rate"] == 1e-4);
+  CHECK(p["rank"] == 16);
+  CHECK(p["alpha"] == 16.0);
+  CHECK(p["seed"] == 0);
+  CHECK(p["checkpoint_every"] == 100);
+  CHECK(p["mixed_precision"] == "no");
+  CHECK(p["gradient_checkpointing"] == false);
+  CHECK(p["gradient_accumulation"] == 1);
+  CHECK(p["lr_scheduler"] == "constant");
+  CHECK(p["warmup_steps"] == 0);
+  CHECK(p["prediction_type"] == "epsilon");
+  CHECK(p["prior_loss_weight"] == 1.0);
+  CHECK(p["snr_gamma"] == 0.0);
+  CHECK(p["noise_offset"] == 0.0);
+  CHECK(p["max_grad_norm"] == 1.0);
+  CHECK(p["adam_beta1"] == 0.9);
+  CHECK(p["adam_beta2"] == 0.999);
+  CHECK(p["adam_weight_decay"] == 0.01);
+  CHECK(p["adam_epsilon"] == 1e-8);
+  CHECK(p.size() == 21);
+  CHECK((*NormalizeParams("lora-sd", {{"steps", 20}}))["checkpoint_every"] == 20);
+  for (const Json& bad :
+       {Json{{"steps", 10}, {"mixed_precision", "fp8"}},
+        Json{{"steps", 10}, {"lr_scheduler", "step"}},
+        Json{{"steps", 10}, {"prediction_type", "sample"}},
+        Json{{"steps", 10}, {"learning_rate", 0}}, Json{{"steps", 10}, {"learning_rate", 2}},
+        Json{{"steps", 10}, {"rank", 0}}, Json{{"steps", 10}, {"adam_beta1", 1.0}},
+        Json{{"steps", 10}, {"warmup_steps", 11}},
+        Json{{"steps", 10}, {"gradient_checkpointing", 1}}, Json{{"steps", 10}, {"unknown", 1}},
+        Json{{"batch_size", 2}}}) {
+    INFO(bad.dump());
+    CHECK_FALSE(NormalizeParams("lora-sd", bad).ok());
+  }
+  CHECK_FALSE(NormalizeParams("gan", {{"steps", 1}}).ok());
+}
+
+TEST_CASE("UNet config check", "[params]") {
+  CHECK(CheckUnetConfig({{"block_out_channels", {320, 640}}}, "model.config").ok());
+  CHECK_FALSE(CheckUnetConfig(Json::object(), "model.config").ok());
+  CHECK_FALSE(CheckUnetConfig({{"block_out_channels", Json::array()}}, "c").ok());
+  CHECK_FALSE(CheckUnetConfig({{"block_out_channels", {0}}}, "c").ok());
+  CHECK_FALSE(CheckUnetConfig(Json::array(), "c").ok());
+}
