@@ -375,6 +375,7 @@ JobOutcome Run::Go() {
 
   Json spec = {{"job_id", job_.job_id}, {"kind", job_.kind},   {"params", job_.params},
                {"inputs", inputs},      {"steps", job_.steps}, {"epoch", job_.epoch}};
+  if (!job_.model.empty()) spec["model"] = job_.model;  // lora-sd reads model.config
   std::string spec_path = files::Join(work_dir_, "SPEC.json");
   s = files::WriteDurable(spec_path, DumpJson(spec));
   if (!s.ok()) return Release("node storage error: " + s.message());
