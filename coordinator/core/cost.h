@@ -7,7 +7,6 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 namespace gleaner::core {
 
@@ -32,14 +31,5 @@ struct CostFigures {
 };
 
 CostFigures SegmentCost(const SegmentFacts& s);
-
-// Queue time of a lease: how long the job waited before this segment started, i.e.
-// started_at - max(job created_at, end of the job's previous segment), in seconds (>= 0).
-double QueueSeconds(int64_t started_at_ms, int64_t created_at_ms, int64_t prev_ended_at_ms);
-
-// Median (mean of the two middle values for an even count) and nearest-rank percentile
-// (p in (0, 100]) of samples; 0 for no samples.
-double Median(std::vector<double> samples);
-double Percentile(std::vector<double> samples, double p);
 
 }  // namespace gleaner::core

@@ -1,7 +1,6 @@
 // GET /v1/reports/cost?group_by=job|node|gpu|day&format=json|csv&from=&to= (operator).
 // Segments started in [from, to) are costed one by one (cost.h) and summed per group; the
 // totals are the sums of the groups, so the figures reconcile exactly with the segments.
-// Queue time (median, p95) is per segment: how long its job waited for that lease (cost.h).
 #include <cstdio>
 #include <map>
 
@@ -11,17 +10,7 @@
 namespace gleaner::core {
 namespace {
 
-struct Group {
-  CostFigures cost;
-  std::vector<double> queue_s;
-  void Add(const Group& o) {
-    cost.Add(o.cost);
-    queue_s.insert(queue_s.end(), o.queue_s.begin(), o.queue_s.end());
-  }
-};
-
-Json FiguresJson(const Group& g) {
-  const CostFigures& c = g.cost;
+Json FiguresJson(const CostFigures& c) {
   double per_step = c.CostPerStep();
   return {{"segments", c.segments},
           {"steps", c.steps},
@@ -29,9 +18,7 @@ Json FiguresJson(const Group& g) {
           {"cost_usd", c.cost_usd},
           {"cost_per_step", per_step < 0 ? Json(nullptr) : Json(per_step)},
           {"wasted_seconds", c.wasted_seconds},
-          {"wasted_cost_usd", c.wasted_cost_usd},
-          {"queue_seconds_median", Median(g.queue_s)},
-          {"queue_seconds_p95", Percentile(g.queue_s, 95)}};
+          {"wasted_cost_usd", c.wasted_cost_usd}};
 }
 
 std::string Num(double v) {
@@ -50,14 +37,12 @@ std::string CsvField(const std::string& s) {
   return out + "\"";
 }
 
-std::string CsvRow(const std::string& key, const Group& g) {
-  const CostFigures& c = g.cost;
+std::string CsvRow(const std::string& key, const CostFigures& c) {
   double per_step = c.CostPerStep();
   return CsvField(key) + "," + std::to_string(c.segments) + "," + std::to_string(c.steps) + "," +
          Num(c.billable_seconds) + "," + Num(c.cost_usd) + "," +
          (per_step < 0 ? std::string() : Num(per_step)) + "," + Num(c.wasted_seconds) + "," +
-         Num(c.wasted_cost_usd) + "," + Num(Median(g.queue_s)) + "," +
-         Num(Percentile(g.queue_s, 95)) + "\n";
+         Num(c.wasted_cost_usd) + "\n";
 }
 
 }  // namespace
@@ -82,19 +67,16 @@ Plan HandleCostReport(CtxPtr ctx) {
   }
   Batch b;
   b.Add(
-      "SELECT s.job_id, s.node_id, s.gpu_name, s.started_at, s.heartbeats, "
-      "s.heartbeat_interval_s, s.usd_per_hour, s.step_start, s.step_end, s.step_committed, "
-      "s.ended_at, s.end_reason, (SELECT j.created_at FROM jobs j WHERE j.id = s.job_id) AS "
-      "job_created_at, (SELECT p.ended_at FROM segments p WHERE p.job_id = s.job_id AND "
-      "p.epoch < s.epoch ORDER BY p.epoch DESC LIMIT 1) AS prev_ended_at FROM segments s "
-      "WHERE s.started_at >= ? AND s.started_at < ? ORDER BY s.started_at, s.job_id, s.epoch",
+      "SELECT job_id, node_id, gpu_name, started_at, heartbeats, heartbeat_interval_s, "
+      "usd_per_hour, step_start, step_end, step_committed, ended_at, end_reason FROM segments "
+      "WHERE started_at >= ? AND started_at < ? ORDER BY started_at, job_id, epoch",
       {from, to});
   return Plan::Run(
       std::move(b), [group_by, format, from, to, from_s, to_s](BatchResult res) -> Plan {
         if (!res.status.ok()) return DbFail(res.status);
         const Rows& rows = res.results[0];
-        std::map<std::string, Group> groups;
-        Group total;
+        std::map<std::string, CostFigures> groups;
+        CostFigures total;
         for (size_t i = 0; i < rows.rows.size(); ++i) {
           auto get = [&](const char* c) -> const SqlValue& { return rows.Get(i, c); };
           SegmentFacts f;
@@ -111,16 +93,13 @@ Plan HandleCostReport(CtxPtr ctx) {
                             : group_by == "gpu"
                                 ? get("gpu_name").AsText()
                                 : FormatTime(get("started_at").AsInt()).substr(0, 10);
-          Group& g = groups[key];
-          g.cost.Add(SegmentCost(f));
-          g.queue_s.push_back(QueueSeconds(get("started_at").AsInt(), get("job_created_at").AsInt(),
-                                           get("prev_ended_at").AsInt()));
+          groups[key].Add(SegmentCost(f));
         }
         for (const auto& [key, figures] : groups) total.Add(figures);
         if (format == "csv") {
           std::string csv =
               "group,segments,steps,billable_seconds,cost_usd,cost_per_step,"
-              "wasted_seconds,wasted_cost_usd,queue_seconds_median,queue_seconds_p95\n";
+              "wasted_seconds,wasted_cost_usd\n";
           for (const auto& [key, figures] : groups) csv += CsvRow(key, figures);
           csv += CsvRow("total", total);
           HttpResponse resp;

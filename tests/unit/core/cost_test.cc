@@ -10,20 +10,6 @@ using core::CostFigures;
 using core::SegmentCost;
 using core::SegmentFacts;
 
-TEST_CASE("queue seconds, median and nearest-rank percentile", "[cost]") {
-  CHECK(core::QueueSeconds(10000, 4000, 0) == Approx(6));
-  CHECK(core::QueueSeconds(10000, 4000, 7500) == Approx(2.5));
-  CHECK(core::QueueSeconds(10000, 4000, 12000) == 0);
-  CHECK(core::Median({}) == 0);
-  CHECK(core::Median({3, 1, 2}) == 2);
-  CHECK(core::Median({4, 1, 3, 2}) == Approx(2.5));
-  std::vector<double> hundred;
-  for (int i = 1; i <= 100; ++i) hundred.push_back(i);
-  CHECK(core::Percentile(hundred, 95) == 95);
-  CHECK(core::Percentile({5, 1}, 95) == 5);
-  CHECK(core::Percentile({7}, 95) == 7);
-}
-
 TEST_CASE("segment cost: billable = heartbeats x interval, wasted share past the commit",
           "[cost]") {
   SegmentFacts s;
@@ -132,17 +118,12 @@ TEST_CASE("cost report by job, gpu and node reconciles with hand-computed figure
   Resp gpu = env.Get("/v1/reports/cost?group_by=gpu&format=csv", env.operator_token);
   REQUIRE(gpu.status == 200);
   CHECK(gpu.content_type.rfind("text/csv", 0) == 0);
-  // Queue times: J1's first lease 0 s (claimed at once), its second 61 s (from its last
-  // heartbeat at t0+120 to the claim at t0+181), J2's lease 181 s.
   CHECK(gpu.body ==
         "group,segments,steps,billable_seconds,cost_usd,cost_per_step,wasted_seconds,"
-        "wasted_cost_usd,queue_seconds_median,queue_seconds_p95\n"
-        "H100,2,60,180,0.18,0.003,90,0.09,90.5,181\n"
-        "T4,1,70,90,0.045,0.000642857142857,0,0,61,61\n"
-        "total,3,130,270,0.225,0.00173076923077,90,0.09,61,181\n");
-  CHECK(t["queue_seconds_median"].get<double>() == Approx(61));
-  CHECK(t["queue_seconds_p95"].get<double>() == Approx(181));
-  CHECK(j1["queue_seconds_median"].get<double>() == Approx(30.5));
+        "wasted_cost_usd\n"
+        "H100,2,60,180,0.18,0.003,90,0.09\n"
+        "T4,1,70,90,0.045,0.000642857142857,0,0\n"
+        "total,3,130,270,0.225,0.00173076923077,90,0.09\n");
   Resp node = env.Get("/v1/reports/cost?group_by=node", env.operator_token);
   REQUIRE(node.json["groups"].size() == 2);
   Resp day = env.Get("/v1/reports/cost?group_by=day", env.operator_token);
