@@ -23,12 +23,17 @@ Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms) {
         "AND b.at > MAX(?, COALESCE(nodes.state_changed_at, -1))) >= ? RETURNING id",
         {why, now_ms, now_ms - int64_t(c.quarantine_window_s * 1000),
          int64_t(c.quarantine_failures)});
-  b.Add("INSERT INTO scaling_events (at, running, pending, target, min_nodes, max_nodes, note) "
-        "SELECT ?1, r, p, MIN(MAX(r + p, ?2), ?3), ?2, ?3, 'maintenance' FROM (SELECT "
+  // current: active nodes seen (claim or heartbeat) within stall_after, the fleet as the
+  // coordinator sees it.
+  b.Add("INSERT INTO scaling_events (at, running, pending, current, target, min_nodes, "
+        "max_nodes, note) "
+        "SELECT ?1, r, p, n, MIN(MAX(r + p, ?2), ?3), ?2, ?3, 'maintenance' FROM (SELECT "
         "(SELECT count(*) FROM jobs WHERE state = 'running') AS r, "
-        "(SELECT count(*) FROM jobs WHERE state = 'pending') AS p) "
+        "(SELECT count(*) FROM jobs WHERE state = 'pending') AS p, "
+        "(SELECT count(*) FROM nodes WHERE state = 'active' AND last_seen_at >= ?4) AS n) "
         "RETURNING running, pending, target",
-        {now_ms, int64_t(c.autoscale_min), int64_t(c.autoscale_max)});
+        {now_ms, int64_t(c.autoscale_min), int64_t(c.autoscale_max),
+         now_ms - int64_t(c.stall_after_s * 1000)});
   return Plan::Run(std::move(b), [config, now_ms](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     Json stalled = Json::array();
