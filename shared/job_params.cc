@@ -6,8 +6,7 @@ namespace gleaner {
 namespace {
 
 // Reads an optional string that must be one of `allowed` (null-terminated list).
-bool Enum(FieldReader& r, const char* key, const char* const* allowed, const char* def,
-          Json* out) {
+bool Enum(FieldReader& r, const char* key, const char* const* allowed, const char* def, Json* out) {
   std::string v = def;
   if (!r.String(key, &v, false, 64)) return false;
   for (const char* const* a = allowed; *a != nullptr; ++a) {
@@ -38,8 +37,8 @@ bool NumField(FieldReader& r, const char* key, double min, double max, double de
 }
 
 Result<Json> Synthetic(const Json& params) {
-  static const char* const kKeys[] = {"steps", "step_ms", "checkpoint_every", "seed",
-                                      "fail_at_step", "crash_at_step", nullptr};
+  static const char* const kKeys[] = {
+      "steps", "step_ms", "checkpoint_every", "seed", "fail_at_step", "crash_at_step", nullptr};
   FieldReader r(params, "params.");
   r.OnlyKeys(kKeys);
   int64_t steps = 0;
@@ -59,14 +58,31 @@ Result<Json> Synthetic(const Json& params) {
 }
 
 Result<Json> LoraSd(const Json& params) {
-  static const char* const kKeys[] = {
-      "steps", "batch_size", "learning_rate", "rank", "alpha", "seed", "checkpoint_every",
-      "mixed_precision", "gradient_checkpointing", "gradient_accumulation", "lr_scheduler",
-      "warmup_steps", "prediction_type", "prior_loss_weight", "snr_gamma", "noise_offset",
-      "max_grad_norm", "adam_beta1", "adam_beta2", "adam_weight_decay", "adam_epsilon", nullptr};
+  static const char* const kKeys[] = {"steps",
+                                      "batch_size",
+                                      "learning_rate",
+                                      "rank",
+                                      "alpha",
+                                      "seed",
+                                      "checkpoint_every",
+                                      "mixed_precision",
+                                      "gradient_checkpointing",
+                                      "gradient_accumulation",
+                                      "lr_scheduler",
+                                      "warmup_steps",
+                                      "prediction_type",
+                                      "prior_loss_weight",
+                                      "snr_gamma",
+                                      "noise_offset",
+                                      "max_grad_norm",
+                                      "adam_beta1",
+                                      "adam_beta2",
+                                      "adam_weight_decay",
+                                      "adam_epsilon",
+                                      nullptr};
   static const char* const kPrecision[] = {"no", "fp16", "bf16", nullptr};
-  static const char* const kSchedulers[] = {"constant", "constant_with_warmup", "linear",
-                                            "cosine", nullptr};
+  static const char* const kSchedulers[] = {"constant", "constant_with_warmup", "linear", "cosine",
+                                            nullptr};
   static const char* const kPrediction[] = {"epsilon", "v_prediction", nullptr};
   FieldReader r(params, "params.");
   r.OnlyKeys(kKeys);
@@ -103,9 +119,13 @@ Result<Json> LoraSd(const Json& params) {
 
 }  // namespace
 
-bool IsKnownJobKind(const std::string& kind) { return kind == "synthetic" || kind == "lora-sd"; }
+bool IsKnownJobKind(const std::string& kind) {
+  return kind == "synthetic" || kind == "lora-sd";
+}
 
-bool JobKindNeedsInputs(const std::string& kind) { return kind == "lora-sd"; }
+bool JobKindNeedsInputs(const std::string& kind) {
+  return kind == "lora-sd";
+}
 
 Result<Json> NormalizeParams(const std::string& kind, const Json& params) {
   if (!params.is_object()) return Status::Invalid("params must be a JSON object");

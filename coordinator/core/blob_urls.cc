@@ -13,7 +13,8 @@ bool NameChar(char c) {
 
 std::string Signature(const CoreConfig& config, const std::string& method, const std::string& key,
                       const std::string& exp, const std::string& max, const std::string& sha) {
-  std::string msg = "gleaner-blob-v1\n" + method + "\n" + key + "\n" + exp + "\n" + max + "\n" + sha;
+  std::string msg =
+      "gleaner-blob-v1\n" + method + "\n" + key + "\n" + exp + "\n" + max + "\n" + sha;
   return HexEncode(HmacSha256(config.blob_signing_key, msg));
 }
 
@@ -65,8 +66,7 @@ MintedUrl GetUrl(const CoreConfig& config, const std::string& key, int64_t now_m
 }
 
 Result<BlobGrant> VerifyBlobUrl(const CoreConfig& config, const std::string& method,
-                                const std::string& path, const std::string& query,
-                                int64_t now_ms) {
+                                const std::string& path, const std::string& query, int64_t now_ms) {
   auto deny = [](const std::string& m) { return Status(Code::kPermissionDenied, m); };
   const std::string prefix = "/blobs/";
   if (path.compare(0, prefix.size(), prefix) != 0) return deny("not a blob path");
@@ -130,6 +130,8 @@ std::string SanitizeName(const std::string& name) {
   return out;
 }
 
-bool IsSafeName(const std::string& name) { return !name.empty() && SanitizeName(name) == name; }
+bool IsSafeName(const std::string& name) {
+  return !name.empty() && SanitizeName(name) == name;
+}
 
 }  // namespace gleaner::core

@@ -31,8 +31,7 @@ MintedUrl GetUrl(const CoreConfig& config, const std::string& key, int64_t now_m
 
 // Checks a built-in blob URL. Errors are PermissionDenied (403) naming the problem.
 Result<BlobGrant> VerifyBlobUrl(const CoreConfig& config, const std::string& method,
-                                const std::string& path, const std::string& query,
-                                int64_t now_ms);
+                                const std::string& path, const std::string& query, int64_t now_ms);
 
 // True for keys the core mints: 1..512 bytes, '/'-separated segments of [A-Za-z0-9._-],
 // no empty, "." or ".." segment.

@@ -4,11 +4,16 @@ namespace gleaner::core {
 
 const char* RoleName(unsigned role_bit) {
   switch (role_bit) {
-    case kRoleDeveloper: return "developer";
-    case kRoleNode: return "node";
-    case kRoleOperator: return "operator";
-    case kRoleEnroll: return "enroll";
-    default: return "none";
+    case kRoleDeveloper:
+      return "developer";
+    case kRoleNode:
+      return "node";
+    case kRoleOperator:
+      return "operator";
+    case kRoleEnroll:
+      return "enroll";
+    default:
+      return "none";
   }
 }
 
@@ -37,12 +42,15 @@ std::vector<SqlValue> Cat(std::vector<SqlValue> a, const std::vector<SqlValue>& 
 }
 
 Fence LeaseFence(const Ctx& ctx, int64_t epoch) {
-  return {"id = ? AND lease_epoch = ? AND node_id = ? AND state = 'running' AND "
-          "lease_expires_at >= ?",
-          {ctx.args.at(0), epoch, ctx.caller.id, ctx.now()}};
+  return {
+      "id = ? AND lease_epoch = ? AND node_id = ? AND state = 'running' AND "
+      "lease_expires_at >= ?",
+      {ctx.args.at(0), epoch, ctx.caller.id, ctx.now()}};
 }
 
-std::string OwnerSql() { return "(? = 1 OR owner_key_id = ?)"; }
+std::string OwnerSql() {
+  return "(? = 1 OR owner_key_id = ?)";
+}
 
 std::vector<SqlValue> OwnerParams(const Ctx& ctx) {
   return {ctx.caller.is_operator() ? 1 : 0, ctx.caller.id};
@@ -51,7 +59,8 @@ std::vector<SqlValue> OwnerParams(const Ctx& ctx) {
 bool IsPlainId(const std::string& s) {
   if (s.empty() || s.size() > 64) return false;
   for (char c : s) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
     if (!ok) return false;
   }
   return true;

@@ -27,11 +27,11 @@ enum RoleBit : unsigned {
 const char* RoleName(unsigned role_bit);
 
 struct Caller {
-  unsigned role = 0;        // one RoleBit, 0 for public routes
-  std::string id;           // api key id (k_...) or node id (n_...)
-  std::string gpu_name;     // nodes only
-  int64_t vram_mb = 0;      // nodes only
-  std::string node_state;   // nodes only: active | quarantined
+  unsigned role = 0;       // one RoleBit, 0 for public routes
+  std::string id;          // api key id (k_...) or node id (n_...)
+  std::string gpu_name;    // nodes only
+  int64_t vram_mb = 0;     // nodes only
+  std::string node_state;  // nodes only: active | quarantined
   bool is_operator() const { return role == kRoleOperator; }
 };
 

@@ -12,8 +12,9 @@ Coordinator::Coordinator(CoreConfig config) : config_(std::move(config)) {}
 
 Plan Coordinator::MigrationPlan() const {
   Batch probe;
-  probe.Add("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
-            "name TEXT NOT NULL, applied_at INTEGER NOT NULL)");
+  probe.Add(
+      "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+      "name TEXT NOT NULL, applied_at INTEGER NOT NULL)");
   probe.Add("SELECT version FROM schema_migrations ORDER BY version");
   return Plan::Run(std::move(probe), [](BatchResult r) -> Plan {
     if (!r.status.ok()) return Plan::Fail(r.status);
@@ -42,9 +43,10 @@ Plan Coordinator::MigrationPlan() const {
 Plan Coordinator::BootstrapOperatorPlan(const std::string& token, int64_t now_ms) const {
   std::string hash = Sha256Hex(token);
   Batch b;
-  b.Add("INSERT INTO api_keys (id, token_hash, role, name, created_at) VALUES (?, ?, 'operator', "
-        "'bootstrap', ?) ON CONFLICT (token_hash) DO NOTHING",
-        {"k_boot_" + hash.substr(0, 12), hash, now_ms});
+  b.Add(
+      "INSERT INTO api_keys (id, token_hash, role, name, created_at) VALUES (?, ?, 'operator', "
+      "'bootstrap', ?) ON CONFLICT (token_hash) DO NOTHING",
+      {"k_boot_" + hash.substr(0, 12), hash, now_ms});
   return Plan::Run(std::move(b), [](BatchResult r) -> Plan {
     if (!r.status.ok()) return Plan::Fail(r.status);
     return Plan::Respond(HttpResponse::Json(200, {{"ok", true}}));
@@ -67,10 +69,11 @@ Result<BlobGrant> Coordinator::AuthorizeBlob(const std::string& method, const st
 Plan Coordinator::BlobStoredPlan(const std::string& key, int64_t size, const std::string& sha256,
                                  int64_t now_ms) const {
   Batch b;
-  b.Add("INSERT INTO blobs (key, size, sha256, created_at) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT (key) DO UPDATE SET size = excluded.size, sha256 = excluded.sha256, "
-        "created_at = excluded.created_at",
-        {key, size, sha256, now_ms});
+  b.Add(
+      "INSERT INTO blobs (key, size, sha256, created_at) VALUES (?, ?, ?, ?) "
+      "ON CONFLICT (key) DO UPDATE SET size = excluded.size, sha256 = excluded.sha256, "
+      "created_at = excluded.created_at",
+      {key, size, sha256, now_ms});
   return Plan::Run(std::move(b), [](BatchResult r) -> Plan {
     if (!r.status.ok()) return Plan::Fail(r.status);
     return Plan::Respond(HttpResponse::NoContent());

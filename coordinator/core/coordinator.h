@@ -23,10 +23,10 @@ namespace gleaner::core {
 
 // What a signed blob URL allows (built-in blob store only; S3 URLs are checked by S3).
 struct BlobGrant {
-  std::string key;        // object key, e.g. "jobs/j_1/ckpt/e2/s000100"
-  std::string method;     // "PUT" or "GET"
-  int64_t max_size = 0;   // PUT: largest body accepted
-  std::string sha256;     // PUT: expected content hash when known in advance, else ""
+  std::string key;       // object key, e.g. "jobs/j_1/ckpt/e2/s0000000100"
+  std::string method;    // "PUT" or "GET"
+  int64_t max_size = 0;  // PUT: largest body accepted
+  std::string sha256;    // PUT: expected content hash when known in advance, else ""
 };
 
 class Coordinator {

@@ -2,7 +2,8 @@
 // cost = billable hours x the segment's price per hour; cost per step = cost / steps trained.
 // Wasted: for a segment that ended without completing, the share of its billable time spent on
 // steps past its last committed checkpoint (those steps are lost and re-trained):
-//   wasted_s = billable_s x (step_end - max(step_committed, step_start)) / max(1, step_end - step_start)
+//   wasted_s = billable_s x (step_end - max(step_committed, step_start)) / max(1, step_end -
+//   step_start)
 #pragma once
 
 #include <cstdint>

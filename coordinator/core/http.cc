@@ -125,9 +125,9 @@ std::string FormatTime(int64_t unix_ms) {
   int64_t m = mp < 10 ? mp + 3 : mp - 9;
   if (m <= 2) ++y;
   char buf[96];
-  std::snprintf(buf, sizeof buf, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%03lldZ",
-                (long long)y, (long long)m, (long long)d, (long long)(rem / 3600),
-                (long long)(rem % 3600 / 60), (long long)(rem % 60), (long long)ms);
+  std::snprintf(buf, sizeof buf, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%03lldZ", (long long)y,
+                (long long)m, (long long)d, (long long)(rem / 3600), (long long)(rem % 3600 / 60),
+                (long long)(rem % 60), (long long)ms);
   return buf;
 }
 

@@ -4,7 +4,8 @@
 
 namespace gleaner::core {
 
-const char* const kSegmentCostSql = "(s.heartbeats * s.heartbeat_interval_s * s.usd_per_hour / 3600.0)";
+const char* const kSegmentCostSql =
+    "(s.heartbeats * s.heartbeat_interval_s * s.usd_per_hour / 3600.0)";
 
 const char* const kJobColumns =
     "id, owner_key_id, kind, spec, state, priority, max_failures, min_vram_mb, steps_total, "

@@ -9,7 +9,9 @@ namespace {
 constexpr unsigned kDev = kRoleDeveloper, kNode = kRoleNode, kOp = kRoleOperator,
                    kEnroll = kRoleEnroll;
 
-Plan Healthz(CtxPtr) { return RespondJson(200, {{"ok", true}}); }
+Plan Healthz(CtxPtr) {
+  return RespondJson(200, {{"ok", true}});
+}
 
 std::vector<std::string> Split(const std::string& path) {
   std::vector<std::string> out;
@@ -146,16 +148,16 @@ Plan RouteRequest(const CoreConfig* config, const HttpRequest& request) {
     if (allowed.empty()) {
       return Plan::Fail(Status::NotFound("no route for " + request.method + " " + request.path));
     }
-    HttpResponse resp = ErrorResponse(405, "method_not_allowed",
-                                      request.method + " is not allowed on " + request.path +
-                                          " (allowed: " + allowed + ")");
+    HttpResponse resp = ErrorResponse(
+        405, "method_not_allowed",
+        request.method + " is not allowed on " + request.path + " (allowed: " + allowed + ")");
     resp.headers.emplace_back("Allow", allowed);
     return Plan::Respond(std::move(resp));
   }
   if (int64_t(request.body.size()) > config->max_request_body) {
-    return Plan::Fail(Status(Code::kTooLarge, "request body is larger than " +
-                                                  std::to_string(config->max_request_body) +
-                                                  " bytes"));
+    return Plan::Fail(Status(
+        Code::kTooLarge,
+        "request body is larger than " + std::to_string(config->max_request_body) + " bytes"));
   }
   if (request.method != "GET" && request.entropy.size() < 32) {
     return Plan::Fail(Status::Internal("the server supplied too little entropy"));
@@ -168,8 +170,8 @@ Plan RouteRequest(const CoreConfig* config, const HttpRequest& request) {
 
   std::string token = BearerToken(request);
   if (token.empty()) {
-    return Plan::Fail(Status(Code::kUnauthenticated,
-                             "missing bearer token (Authorization: Bearer <token>)"));
+    return Plan::Fail(
+        Status(Code::kUnauthenticated, "missing bearer token (Authorization: Bearer <token>)"));
   }
   std::string hash = Sha256Hex(token);
   Batch b;
@@ -182,7 +184,10 @@ Plan RouteRequest(const CoreConfig* config, const HttpRequest& request) {
     const Rows& nodes = r.results[1];
     if (!keys.empty()) {
       const std::string& role = keys.Get(0, "role").AsText();
-      c.role = role == "developer" ? kDev : role == "operator" ? kOp : role == "enroll" ? kEnroll : 0;
+      c.role = role == "developer"  ? kDev
+               : role == "operator" ? kOp
+               : role == "enroll"   ? kEnroll
+                                    : 0;
       c.id = keys.Get(0, "id").AsText();
     } else if (!nodes.empty()) {
       c.role = kNode;

@@ -17,7 +17,7 @@ struct RouteInfo {
   const char* pattern;  // "/v1/jobs/{id}/heartbeat": {name} matches one path segment
   unsigned roles;       // RoleBit mask; 0 = no token needed
   Plan (*handler)(CtxPtr);
-  bool json_body;       // body parsed as a JSON object ("" reads as {})
+  bool json_body;  // body parsed as a JSON object ("" reads as {})
 };
 
 const std::vector<RouteInfo>& Routes();

@@ -28,11 +28,15 @@ Status ReadOutputs(const Json& body, int64_t max_size, std::vector<Output>* out)
     r.String("sha256", &o.sha256, true, 64);
     r.Int("size", &o.size, true, 0, max_size);
     if (!r.ok()) return r.status();
-    if (o.name.empty() || o.name[0] == '.' || o.name.find_first_not_of(
-        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != std::string::npos) {
-      return Status::Invalid(prefix + "name must be characters of [A-Za-z0-9._-], not starting with '.'");
+    if (o.name.empty() || o.name[0] == '.' ||
+        o.name.find_first_not_of(
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+            std::string::npos) {
+      return Status::Invalid(prefix +
+                             "name must be characters of [A-Za-z0-9._-], not starting with '.'");
     }
-    if (!IsSha256Hex(o.sha256)) return Status::Invalid(prefix + "sha256 must be 64 lowercase hex characters");
+    if (!IsSha256Hex(o.sha256))
+      return Status::Invalid(prefix + "sha256 must be 64 lowercase hex characters");
     for (const Output& prev : *out) {
       if (prev.name == o.name) return Status::Invalid("outputs has a duplicate name " + o.name);
     }
@@ -72,7 +76,8 @@ Plan HandleComplete(CtxPtr ctx) {
   for (const Output& o : outputs) {
     std::string key = OutputKey(job, epoch, o.name);
     stored.push_back({{"name", o.name}, {"key", key}, {"sha256", o.sha256}, {"size", o.size}});
-    blob_terms += std::string(blob_terms.empty() ? "" : " OR ") + "(key = ? AND sha256 = ? AND size = ?)";
+    blob_terms +=
+        std::string(blob_terms.empty() ? "" : " OR ") + "(key = ? AND sha256 = ? AND size = ?)";
     blob_params = Cat(blob_params, {key, o.sha256, o.size});
     key_list += ", ?";
     key_params.push_back(key);
@@ -85,14 +90,18 @@ Plan HandleComplete(CtxPtr ctx) {
   Batch b;
   b.Add("UPDATE nodes SET jobs_completed = jobs_completed + 1 WHERE id = ? AND " + exists,
         Cat({ctx->caller.id}, gp));
-  b.Add("UPDATE segments SET ended_at = ?, end_reason = 'completed', "
-        "step_end = (SELECT steps_total FROM jobs WHERE id = ?), "
-        "step_committed = (SELECT steps_total FROM jobs WHERE id = ?) "
-        "WHERE job_id = ? AND epoch = ? AND ended_at IS NULL AND " + exists,
-        Cat({now, job, job, job, epoch}, gp));
-  b.Add("UPDATE jobs SET state = 'completed', outputs = ?, finished_at = ?, updated_at = ?, "
-        "step_done = steps_total, lease_expires_at = NULL WHERE " + guard + " RETURNING id",
-        Cat({DumpJson(stored), now, now}, gp));
+  b.Add(
+      "UPDATE segments SET ended_at = ?, end_reason = 'completed', "
+      "step_end = (SELECT steps_total FROM jobs WHERE id = ?), "
+      "step_committed = (SELECT steps_total FROM jobs WHERE id = ?) "
+      "WHERE job_id = ? AND epoch = ? AND ended_at IS NULL AND " +
+          exists,
+      Cat({now, job, job, job, epoch}, gp));
+  b.Add(
+      "UPDATE jobs SET state = 'completed', outputs = ?, finished_at = ?, updated_at = ?, "
+      "step_done = steps_total, lease_expires_at = NULL WHERE " +
+          guard + " RETURNING id",
+      Cat({DumpJson(stored), now, now}, gp));
   b.Add(std::string("SELECT ") + kLeaseColumns + " FROM jobs WHERE id = ?", {job});
   b.Add("SELECT key, sha256, size FROM blobs WHERE key IN (" + key_list + ")", key_params);
   return Plan::Run(std::move(b), [ctx, epoch, outputs, builtin, job](BatchResult res) -> Plan {
@@ -128,7 +137,7 @@ Plan HandleComplete(CtxPtr ctx) {
   });
 }
 
-// {epoch, reason} -> {job_id, state: "pending" | "failed", failures, node_quarantined}.
+// {epoch, reason?} -> {job_id, state: "pending" | "failed", failures, node_quarantined}.
 // Bans (job, node); failures += 1; the job goes back to pending, or to failed once failures
 // reach max_failures (each failure is from a distinct node, since banned nodes never get the
 // job again). The node is quarantined when it has quarantine_failures failed jobs within
@@ -139,9 +148,9 @@ Plan HandleFail(CtxPtr ctx) {
   int64_t epoch = 0;
   std::string reason;
   ReadEpoch(r, &epoch);
-  r.String("reason", &reason, true, 65536);
+  r.String("reason", &reason, false, 65536);
   if (!r.ok()) return Plan::Fail(r.status());
-  reason = Truncate(reason, 4000);
+  reason = reason.empty() ? "failed" : Truncate(reason, 4000);
   const std::string& job = ctx->args[0];
   const std::string& node = ctx->caller.id;
   const int64_t now = ctx->now();
@@ -152,26 +161,32 @@ Plan HandleFail(CtxPtr ctx) {
   b.Add("INSERT INTO job_bans (job_id, node_id, reason, at) SELECT ?, ?, ?, ? WHERE " + exists +
             " ON CONFLICT DO NOTHING",
         Cat({job, node, reason, now}, f.params));
-  b.Add("UPDATE segments SET ended_at = ?, end_reason = 'failed', note = ? WHERE job_id = ? AND "
-        "epoch = ? AND ended_at IS NULL AND " + exists,
-        Cat({now, reason, job, epoch}, f.params));
+  b.Add(
+      "UPDATE segments SET ended_at = ?, end_reason = 'failed', note = ? WHERE job_id = ? AND "
+      "epoch = ? AND ended_at IS NULL AND " +
+          exists,
+      Cat({now, reason, job, epoch}, f.params));
   b.Add("UPDATE nodes SET jobs_failed = jobs_failed + 1 WHERE id = ? AND " + exists,
         Cat({node}, f.params));
   std::string why = std::to_string(c.quarantine_failures) + " failed jobs within " +
                     std::to_string(int64_t(c.quarantine_window_s)) + " s";
-  b.Add("UPDATE nodes SET state = 'quarantined', state_reason = ?, state_changed_at = ? "
-        "WHERE id = ? AND state = 'active' AND " + exists +
-            " AND (SELECT count(*) FROM job_bans b WHERE b.node_id = nodes.id AND "
-            "b.at > MAX(?, COALESCE(nodes.state_changed_at, -1))) >= ? RETURNING id",
-        Cat(Cat({why, now, node}, f.params),
-            {now - int64_t(c.quarantine_window_s * 1000), int64_t(c.quarantine_failures)}));
-  b.Add("UPDATE jobs SET failures = failures + 1, "
-        "state = CASE WHEN failures + 1 >= max_failures THEN 'failed' ELSE 'pending' END, "
-        "node_id = CASE WHEN failures + 1 >= max_failures THEN node_id ELSE NULL END, "
-        "finished_at = CASE WHEN failures + 1 >= max_failures THEN ? ELSE NULL END, "
-        "reason = ?, lease_expires_at = NULL, step_done = COALESCE(ckpt_step, 0), updated_at = ? "
-        "WHERE " + f.sql + " RETURNING state, failures",
-        Cat({now, reason, now}, f.params));
+  b.Add(
+      "UPDATE nodes SET state = 'quarantined', state_reason = ?, state_changed_at = ? "
+      "WHERE id = ? AND state = 'active' AND " +
+          exists +
+          " AND (SELECT count(*) FROM job_bans b WHERE b.node_id = nodes.id AND "
+          "b.at > MAX(?, COALESCE(nodes.state_changed_at, -1))) >= ? RETURNING id",
+      Cat(Cat({why, now, node}, f.params),
+          {now - int64_t(c.quarantine_window_s * 1000), int64_t(c.quarantine_failures)}));
+  b.Add(
+      "UPDATE jobs SET failures = failures + 1, "
+      "state = CASE WHEN failures + 1 >= max_failures THEN 'failed' ELSE 'pending' END, "
+      "node_id = CASE WHEN failures + 1 >= max_failures THEN node_id ELSE NULL END, "
+      "finished_at = CASE WHEN failures + 1 >= max_failures THEN ? ELSE NULL END, "
+      "reason = ?, lease_expires_at = NULL, step_done = COALESCE(ckpt_step, 0), updated_at = ? "
+      "WHERE " +
+          f.sql + " RETURNING state, failures",
+      Cat({now, reason, now}, f.params));
   b.Add(std::string("SELECT ") + kLeaseColumns + " FROM jobs WHERE id = ?", {job});
   return Plan::Run(std::move(b), [ctx, epoch, job](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
@@ -203,12 +218,16 @@ Plan HandleRelease(CtxPtr ctx) {
   const int64_t now = ctx->now();
   Fence f = LeaseFence(*ctx, epoch);
   Batch b;
-  b.Add("UPDATE segments SET ended_at = ?, end_reason = 'released', note = ? WHERE job_id = ? "
-        "AND epoch = ? AND ended_at IS NULL AND EXISTS (SELECT 1 FROM jobs WHERE " + f.sql + ")",
-        Cat({now, reason, job, epoch}, f.params));
-  b.Add("UPDATE jobs SET state = 'pending', node_id = NULL, lease_expires_at = NULL, "
-        "step_done = COALESCE(ckpt_step, 0), updated_at = ? WHERE " + f.sql + " RETURNING id",
-        Cat({now}, f.params));
+  b.Add(
+      "UPDATE segments SET ended_at = ?, end_reason = 'released', note = ? WHERE job_id = ? "
+      "AND epoch = ? AND ended_at IS NULL AND EXISTS (SELECT 1 FROM jobs WHERE " +
+          f.sql + ")",
+      Cat({now, reason, job, epoch}, f.params));
+  b.Add(
+      "UPDATE jobs SET state = 'pending', node_id = NULL, lease_expires_at = NULL, "
+      "step_done = COALESCE(ckpt_step, 0), updated_at = ? WHERE " +
+          f.sql + " RETURNING id",
+      Cat({now}, f.params));
   b.Add(std::string("SELECT ") + kLeaseColumns + " FROM jobs WHERE id = ?", {job});
   return Plan::Run(std::move(b), [ctx, epoch, job](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);

@@ -9,7 +9,9 @@
 namespace gleaner::core {
 namespace {
 
-Plan NoSuchJob() { return Plan::Fail(Status::NotFound("no such job")); }
+Plan NoSuchJob() {
+  return Plan::Fail(Status::NotFound("no such job"));
+}
 
 bool ParseInt(const std::string& s, int64_t min, int64_t max, int64_t* out) {
   if (s.empty() || s.size() > 18) return false;
@@ -51,8 +53,8 @@ Plan HandleListJobs(CtxPtr ctx) {
   if (q.Get("state", &state)) {
     if (state != "pending" && state != "running" && state != "completed" && state != "failed" &&
         state != "canceled") {
-      return Plan::Fail(Status::Invalid(
-          "state must be one of: pending, running, completed, failed, canceled"));
+      return Plan::Fail(
+          Status::Invalid("state must be one of: pending, running, completed, failed, canceled"));
     }
     sql += " AND state = ?";
     params.push_back(state);
@@ -95,9 +97,11 @@ Plan HandleCancelJob(CtxPtr ctx) {
   std::string guard = "id = ? AND state IN ('pending', 'running') AND " + OwnerSql();
   std::vector<SqlValue> gp = Cat({id}, OwnerParams(*ctx));
   Batch b;
-  b.Add("UPDATE segments SET ended_at = ?, end_reason = 'canceled' WHERE job_id = ? AND "
-        "ended_at IS NULL AND EXISTS (SELECT 1 FROM jobs WHERE " + guard + ")",
-        Cat({ctx->now(), id}, gp));
+  b.Add(
+      "UPDATE segments SET ended_at = ?, end_reason = 'canceled' WHERE job_id = ? AND "
+      "ended_at IS NULL AND EXISTS (SELECT 1 FROM jobs WHERE " +
+          guard + ")",
+      Cat({ctx->now(), id}, gp));
   b.Add("UPDATE jobs SET state = 'canceled', reason = ?, finished_at = ?, updated_at = ? WHERE " +
             guard,
         Cat({reason, ctx->now(), ctx->now()}, gp));
@@ -123,10 +127,10 @@ Plan HandleJobEvents(CtxPtr ctx) {
   Batch b;
   b.Add(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ? AND " + OwnerSql(), op);
   b.Add(std::string("SELECT s.*, ") + kSegmentCostSql +
-            " AS cost_usd FROM segments s WHERE s.job_id = ? AND " + owned +
-            " ORDER BY s.epoch",
+            " AS cost_usd FROM segments s WHERE s.job_id = ? AND " + owned + " ORDER BY s.epoch",
         Cat({id}, op));
-  b.Add("SELECT node_id, reason, at FROM job_bans WHERE job_id = ? AND " + owned + " ORDER BY at, rowid",
+  b.Add("SELECT node_id, reason, at FROM job_bans WHERE job_id = ? AND " + owned +
+            " ORDER BY at, rowid",
         Cat({id}, op));
   b.Add("SELECT step, epoch, sha256, size, committed_at FROM checkpoints WHERE job_id = ? AND " +
             owned + " ORDER BY step",
@@ -151,9 +155,11 @@ Plan HandleJobEvents(CtxPtr ctx) {
            {"step_start", get("step_start").AsInt()},
            {"step_end", get("step_end").AsInt()},
            {"step_committed", get("step_committed").AsInt()},
-           {"last_loss", get("last_loss").is_null() ? Json(nullptr) : Json(get("last_loss").AsReal())},
+           {"last_loss",
+            get("last_loss").is_null() ? Json(nullptr) : Json(get("last_loss").AsReal())},
            {"ended_at", TimeOrNull(get("ended_at"))},
-           {"end_reason", get("end_reason").is_null() ? Json(nullptr) : Json(get("end_reason").AsText())},
+           {"end_reason",
+            get("end_reason").is_null() ? Json(nullptr) : Json(get("end_reason").AsText())},
            {"note", get("note").is_null() ? Json(nullptr) : Json(get("note").AsText())},
            {"cost_usd", get("cost_usd").AsReal()}});
     }
@@ -192,7 +198,8 @@ Plan HandleJobResult(CtxPtr ctx) {
     if (rows.empty()) return NoSuchJob();
     const std::string& state = rows.Get(0, "state").AsText();
     if (state != "completed") {
-      return Plan::Fail(Status::Conflict("job is " + state + "; results exist once it is completed"));
+      return Plan::Fail(
+          Status::Conflict("job is " + state + "; results exist once it is completed"));
     }
     Json outputs = Json::array();
     Result<Json> stored = ParseJson(rows.Get(0, "outputs").AsText());

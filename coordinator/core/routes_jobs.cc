@@ -72,9 +72,10 @@ Plan HandleCreateUpload(CtxPtr ctx) {
   std::string id = NewId(ctx->req.entropy, "u");
   std::string key = "uploads/" + id + "/" + SanitizeName(name);
   Batch b;
-  b.Add("INSERT INTO uploads (id, owner_key_id, name, key, size, sha256, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        {id, ctx->caller.id, name, key, size, sha, ctx->now()});
+  b.Add(
+      "INSERT INTO uploads (id, owner_key_id, name, key, size, sha256, created_at) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?)",
+      {id, ctx->caller.id, name, key, size, sha, ctx->now()});
   return Plan::Run(std::move(b), [ctx, id, key, size, sha](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     MintedUrl put = PutUrl(*ctx->config, key, size, sha, ctx->now());
@@ -90,8 +91,8 @@ Plan HandleCreateUpload(CtxPtr ctx) {
 }
 
 Plan HandleCreateJob(CtxPtr ctx) {
-  static const char* const kKeys[] = {"kind", "params", "model", "dataset", "requirements",
-                                      "priority", "max_failures", nullptr};
+  static const char* const kKeys[] = {"kind",         "params",   "model",        "dataset",
+                                      "requirements", "priority", "max_failures", nullptr};
   const CoreConfig& config = *ctx->config;
   FieldReader r(ctx->body);
   std::string kind;
@@ -111,7 +112,8 @@ Plan HandleCreateJob(CtxPtr ctx) {
   rq.Int("min_vram_mb", &min_vram, false, 0, 10000000);
   if (!rq.ok()) return Plan::Fail(rq.status());
   if (!IsKnownJobKind(kind)) {
-    return Plan::Fail(Status::Invalid("unknown job kind '" + kind + "' (known: synthetic, lora-sd)"));
+    return Plan::Fail(
+        Status::Invalid("unknown job kind '" + kind + "' (known: synthetic, lora-sd)"));
   }
   Result<Json> norm = NormalizeParams(kind, *params);
   if (!norm.ok()) return Plan::Fail(norm.status());
@@ -138,7 +140,8 @@ Plan HandleCreateJob(CtxPtr ctx) {
     inputs.push_back(ref);
   }
   std::string idem = ctx->req.Header("idempotency-key");
-  if (idem.size() > 200) return Plan::Fail(Status::Invalid("Idempotency-Key is longer than 200 bytes"));
+  if (idem.size() > 200)
+    return Plan::Fail(Status::Invalid("Idempotency-Key is longer than 200 bytes"));
   std::string spec_text = DumpJson(spec);
   std::string id = NewId(ctx->req.entropy, "j");
 
@@ -147,7 +150,8 @@ Plan HandleCreateJob(CtxPtr ctx) {
   std::string cond = "1";
   std::vector<SqlValue> cond_params;
   for (const InputRef& in : inputs) {
-    cond += " AND EXISTS (SELECT 1 FROM uploads WHERE key = ? AND sha256 = ? AND " + OwnerSql() + ")";
+    cond +=
+        " AND EXISTS (SELECT 1 FROM uploads WHERE key = ? AND sha256 = ? AND " + OwnerSql() + ")";
     cond_params = Cat(Cat(cond_params, {in.key, in.sha256}), OwnerParams(*ctx));
     if (!config.s3.enabled()) {
       cond += " AND EXISTS (SELECT 1 FROM blobs WHERE key = ? AND sha256 = ?)";
@@ -155,13 +159,14 @@ Plan HandleCreateJob(CtxPtr ctx) {
     }
   }
   Batch b;
-  b.Add("INSERT INTO jobs (id, owner_key_id, idempotency_key, kind, spec, state, priority, "
-        "max_failures, min_vram_mb, steps_total, created_at, updated_at) "
-        "SELECT ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ? WHERE " + cond +
-            " ON CONFLICT DO NOTHING",
-        Cat({id, ctx->caller.id, idem.empty() ? SqlValue::Null() : SqlValue(idem), kind,
-             spec_text, priority, max_failures, min_vram, steps, ctx->now(), ctx->now()},
-            cond_params));
+  b.Add(
+      "INSERT INTO jobs (id, owner_key_id, idempotency_key, kind, spec, state, priority, "
+      "max_failures, min_vram_mb, steps_total, created_at, updated_at) "
+      "SELECT ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ? WHERE " +
+          cond + " ON CONFLICT DO NOTHING",
+      Cat({id, ctx->caller.id, idem.empty() ? SqlValue::Null() : SqlValue(idem), kind, spec_text,
+           priority, max_failures, min_vram, steps, ctx->now(), ctx->now()},
+          cond_params));
   b.Add(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?", {id});
   b.Add(std::string("SELECT ") + kJobColumns +
             " FROM jobs WHERE owner_key_id = ? AND idempotency_key = ?",
@@ -172,17 +177,19 @@ Plan HandleCreateJob(CtxPtr ctx) {
     in_list += ", ?";
     in_params.push_back(in.key);
   }
-  b.Add("SELECT key, sha256, (SELECT b.sha256 FROM blobs b WHERE b.key = uploads.key) AS stored "
-        "FROM uploads WHERE key IN (" + in_list + ") AND " + OwnerSql(),
-        Cat(in_params, OwnerParams(*ctx)));
+  b.Add(
+      "SELECT key, sha256, (SELECT b.sha256 FROM blobs b WHERE b.key = uploads.key) AS stored "
+      "FROM uploads WHERE key IN (" +
+          in_list + ") AND " + OwnerSql(),
+      Cat(in_params, OwnerParams(*ctx)));
   return Plan::Run(std::move(b), [ctx, inputs, spec_text](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     if (!res.results[1].empty()) return RespondJson(201, JobJson(res.results[1], 0, ctx->now()));
     const Rows& prior = res.results[2];
     if (!prior.empty()) {
       if (prior.Get(0, "spec").AsText() != spec_text) {
-        return Plan::Fail(Status::Conflict(
-            "Idempotency-Key was already used for a different job submission"));
+        return Plan::Fail(
+            Status::Conflict("Idempotency-Key was already used for a different job submission"));
       }
       HttpResponse resp = HttpResponse::Json(200, JobJson(prior, 0, ctx->now()));
       resp.headers.emplace_back("Idempotent-Replayed", "true");
@@ -201,7 +208,8 @@ Plan HandleCreateJob(CtxPtr ctx) {
         return Plan::Fail(Status::Invalid(in.field + ".sha256 does not match the upload's sha256"));
       }
       if (!ctx->config->s3.enabled() && ups.Get(size_t(row), "stored").is_null()) {
-        return Plan::Fail(Status::Conflict(in.field + ".uri has not been uploaded yet (PUT it first)"));
+        return Plan::Fail(
+            Status::Conflict(in.field + ".uri has not been uploaded yet (PUT it first)"));
       }
     }
     return Plan::Fail(Status::Conflict("the job was not created (concurrent change); retry"));

@@ -10,7 +10,9 @@
 namespace gleaner::core {
 namespace {
 
-bool JobIdOk(const CtxPtr& ctx) { return IsPlainId(ctx->args[0]); }
+bool JobIdOk(const CtxPtr& ctx) {
+  return IsPlainId(ctx->args[0]);
+}
 
 Plan StaleCheckpoint(const std::string& message) {
   return Plan::Respond(ErrorResponse(409, "stale_checkpoint", message));
@@ -37,24 +39,30 @@ Plan HandleHeartbeat(CtxPtr ctx) {
   std::string guard = f.sql + " AND ? <= steps_total";
   std::vector<SqlValue> gp = Cat(f.params, {step});
   Batch b;
-  b.Add("UPDATE segments SET first_heartbeat_at = COALESCE(first_heartbeat_at, ?), "
-        "last_heartbeat_at = ?, heartbeats = heartbeats + 1, step_end = MAX(step_end, ?), "
-        "last_loss = COALESCE(?, last_loss) WHERE job_id = ? AND epoch = ? AND ended_at IS NULL "
-        "AND EXISTS (SELECT 1 FROM jobs WHERE " + guard + ")",
-        Cat({now, now, step, has_loss ? SqlValue(loss) : SqlValue::Null(), ctx->args[0], epoch},
-            gp));
-  b.Add("UPDATE jobs SET lease_expires_at = ?, step_done = MAX(step_done, ?), updated_at = ? "
-        "WHERE " + guard + " RETURNING lease_expires_at",
-        Cat({expires, step, now}, gp));
-  b.Add("UPDATE nodes SET last_seen_at = ? WHERE id = ?", {now, ctx->caller.id});
+  b.Add(
+      "UPDATE segments SET first_heartbeat_at = COALESCE(first_heartbeat_at, ?), "
+      "last_heartbeat_at = ?, heartbeats = heartbeats + 1, step_end = MAX(step_end, ?), "
+      "last_loss = COALESCE(?, last_loss) WHERE job_id = ? AND epoch = ? AND ended_at IS NULL "
+      "AND EXISTS (SELECT 1 FROM jobs WHERE " +
+          guard + ")",
+      Cat({now, now, step, has_loss ? SqlValue(loss) : SqlValue::Null(), ctx->args[0], epoch}, gp));
+  b.Add(
+      "UPDATE jobs SET lease_expires_at = ?, step_done = MAX(step_done, ?), updated_at = ? "
+      "WHERE " +
+          guard + " RETURNING lease_expires_at",
+      Cat({expires, step, now}, gp));
+  // Only a heartbeat that held the lease counts as a sign of life (a 409 changes nothing).
+  b.Add("UPDATE nodes SET last_seen_at = ? WHERE id = ? AND EXISTS (SELECT 1 FROM jobs WHERE " +
+            guard + ")",
+        Cat({now, ctx->caller.id}, gp));
   b.Add(std::string("SELECT ") + kLeaseColumns + " FROM jobs WHERE id = ?", {ctx->args[0]});
   return Plan::Run(std::move(b), [ctx, epoch, step](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     if (!res.results[1].empty()) {
-      return RespondJson(200, {{"lease_expires_at",
-                                FormatTime(res.results[1].Get(0, "lease_expires_at").AsInt())},
-                               {"ttl_s", ctx->config->stall_after_s},
-                               {"cancel", false}});
+      return RespondJson(
+          200, {{"lease_expires_at", FormatTime(res.results[1].Get(0, "lease_expires_at").AsInt())},
+                {"ttl_s", ctx->config->stall_after_s},
+                {"cancel", false}});
     }
     const Rows& job = res.results[3];
     if (!job.empty() && job.Get(0, "state").AsText() == "canceled" &&
@@ -114,8 +122,10 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
   {
     const std::string& s = ctx->args[1];
     bool ok = !s.empty() && s.size() <= 8;
-    for (char c : s) ok = ok && c >= '0' && c <= '9';
-    if (ok) step = std::stoll(s);
+    for (char c : s) {
+      ok = ok && c >= '0' && c <= '9';
+      if (ok) step = step * 10 + (c - '0');
+    }
     if (!ok || step < 1 || step > kMaxJobSteps) {
       return Plan::Fail(Status::Invalid("checkpoint step in the path must be an integer in [1, " +
                                         std::to_string(kMaxJobSteps) + "]"));
@@ -139,67 +149,76 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
   std::string stored = builtin ? " AND EXISTS (SELECT 1 FROM blobs WHERE key = ? AND sha256 = ? "
                                  "AND size = ?)"
                                : "";
-  std::vector<SqlValue> sp = builtin ? std::vector<SqlValue>{key, sha, size} : std::vector<SqlValue>{};
-  std::string row = "EXISTS (SELECT 1 FROM checkpoints WHERE job_id = ? AND step = ? AND "
-                    "epoch = ? AND sha256 = ? AND size = ?)";
+  std::vector<SqlValue> sp =
+      builtin ? std::vector<SqlValue>{key, sha, size} : std::vector<SqlValue>{};
+  std::string row =
+      "EXISTS (SELECT 1 FROM checkpoints WHERE job_id = ? AND step = ? AND "
+      "epoch = ? AND sha256 = ? AND size = ?)";
   std::vector<SqlValue> rp = {job, step, epoch, sha, size};
   const SqlValue keep = int64_t(ctx->config->keep_checkpoints);
   Batch b;
-  b.Add("INSERT INTO checkpoints (job_id, step, epoch, key, sha256, size, committed_at) "
-        "SELECT ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM jobs WHERE " + newer + ")" +
-            stored + " ON CONFLICT DO NOTHING",
-        Cat(Cat({job, step, epoch, key, sha, size, now}, np), sp));
-  b.Add("UPDATE segments SET step_committed = MAX(step_committed, ?), step_end = MAX(step_end, ?) "
-        "WHERE job_id = ? AND epoch = ? AND EXISTS (SELECT 1 FROM jobs WHERE " + newer + ") AND " +
-            row,
-        Cat(Cat({step, step, job, epoch}, np), rp));
-  b.Add("UPDATE jobs SET ckpt_step = ?, ckpt_key = ?, ckpt_sha256 = ?, ckpt_size = ?, "
-        "ckpt_committed_at = ?, step_done = MAX(step_done, ?), updated_at = ? WHERE " + newer +
-            " AND " + row + " RETURNING ckpt_step",
-        Cat(Cat({step, key, sha, size, now, step, now}, np), rp));
-  const std::string pruned = "SELECT key FROM checkpoints WHERE job_id = ? AND step NOT IN "
-                             "(SELECT step FROM checkpoints WHERE job_id = ? ORDER BY step DESC "
-                             "LIMIT ?)";
+  b.Add(
+      "INSERT INTO checkpoints (job_id, step, epoch, key, sha256, size, committed_at) "
+      "SELECT ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM jobs WHERE " +
+          newer + ")" + stored + " ON CONFLICT DO NOTHING",
+      Cat(Cat({job, step, epoch, key, sha, size, now}, np), sp));
+  b.Add(
+      "UPDATE segments SET step_committed = MAX(step_committed, ?), step_end = MAX(step_end, ?) "
+      "WHERE job_id = ? AND epoch = ? AND EXISTS (SELECT 1 FROM jobs WHERE " +
+          newer + ") AND " + row,
+      Cat(Cat({step, step, job, epoch}, np), rp));
+  b.Add(
+      "UPDATE jobs SET ckpt_step = ?, ckpt_key = ?, ckpt_sha256 = ?, ckpt_size = ?, "
+      "ckpt_committed_at = ?, step_done = MAX(step_done, ?), updated_at = ? WHERE " +
+          newer + " AND " + row + " RETURNING ckpt_step",
+      Cat(Cat({step, key, sha, size, now, step, now}, np), rp));
+  const std::string pruned =
+      "SELECT key FROM checkpoints WHERE job_id = ? AND step NOT IN "
+      "(SELECT step FROM checkpoints WHERE job_id = ? ORDER BY step DESC "
+      "LIMIT ?)";
   b.Add("DELETE FROM blobs WHERE key IN (" + pruned + ")", {job, job, keep});
-  b.Add("DELETE FROM checkpoints WHERE job_id = ? AND step NOT IN (SELECT step FROM checkpoints "
-        "WHERE job_id = ? ORDER BY step DESC LIMIT ?) RETURNING key",
-        {job, job, keep});
+  b.Add(
+      "DELETE FROM checkpoints WHERE job_id = ? AND step NOT IN (SELECT step FROM checkpoints "
+      "WHERE job_id = ? ORDER BY step DESC LIMIT ?) RETURNING key",
+      {job, job, keep});
   b.Add(std::string("SELECT ") + kLeaseColumns + " FROM jobs WHERE id = ?", {job});
   b.Add("SELECT size, sha256 FROM blobs WHERE key = ?", {key});
   b.Add("SELECT sha256, size, epoch FROM checkpoints WHERE job_id = ? AND step = ?", {job, step});
-  return Plan::Run(std::move(b), [ctx, epoch, step, sha, size, key, builtin](BatchResult res) -> Plan {
-    if (!res.status.ok()) return DbFail(res.status);
-    std::vector<std::string> deletes;
-    for (const auto& row : res.results[4].rows) deletes.push_back(row[0].AsText());
-    auto respond = [&](Plan p) { return std::move(p).WithBlobDeletes(deletes); };
-    Json ok = {{"committed", true}, {"step", step}, {"key", key}, {"sha256", sha}, {"size", size}};
-    if (!res.results[2].empty()) return respond(RespondJson(200, ok));
-    const Rows& job = res.results[5];
-    Status st = ExplainLease(job, *ctx, epoch);
-    if (!st.ok()) return respond(Plan::Fail(st));
-    if (step > job.Get(0, "steps_total").AsInt()) {
-      return respond(Plan::Fail(Status::Invalid("step is beyond the job's steps")));
-    }
-    const Rows& existing = res.results[7];
-    if (job.Get(0, "ckpt_step").AsInt() == step && !existing.empty() &&
-        existing.Get(0, "sha256").AsText() == sha && existing.Get(0, "size").AsInt() == size &&
-        existing.Get(0, "epoch").AsInt() == epoch) {
-      return respond(RespondJson(200, ok));  // a retried commit: already done
-    }
-    if (!job.Get(0, "ckpt_step").is_null() && job.Get(0, "ckpt_step").AsInt() >= step) {
-      return respond(StaleCheckpoint("a checkpoint at step " +
-                                     std::to_string(job.Get(0, "ckpt_step").AsInt()) +
-                                     " is already committed"));
-    }
-    const Rows& blob = res.results[6];
-    if (builtin && (blob.empty() || blob.Get(0, "sha256").AsText() != sha ||
-                    blob.Get(0, "size").AsInt() != size)) {
-      return respond(Plan::Fail(Status::Invalid(
-          blob.empty() ? "no object is stored at " + key + "; upload it before committing"
-                       : "the object stored at " + key + " has a different sha256 or size")));
-    }
-    return respond(Plan::Fail(Status::Conflict("commit raced with another change; retry")));
-  });
+  return Plan::Run(
+      std::move(b), [ctx, epoch, step, sha, size, key, builtin](BatchResult res) -> Plan {
+        if (!res.status.ok()) return DbFail(res.status);
+        std::vector<std::string> deletes;
+        for (const auto& row : res.results[4].rows) deletes.push_back(row[0].AsText());
+        auto respond = [&](Plan p) { return std::move(p).WithBlobDeletes(deletes); };
+        Json ok = {
+            {"committed", true}, {"step", step}, {"key", key}, {"sha256", sha}, {"size", size}};
+        if (!res.results[2].empty()) return respond(RespondJson(200, ok));
+        const Rows& job = res.results[5];
+        Status st = ExplainLease(job, *ctx, epoch);
+        if (!st.ok()) return respond(Plan::Fail(st));
+        if (step > job.Get(0, "steps_total").AsInt()) {
+          return respond(Plan::Fail(Status::Invalid("step is beyond the job's steps")));
+        }
+        const Rows& existing = res.results[7];
+        if (job.Get(0, "ckpt_step").AsInt() == step && !existing.empty() &&
+            existing.Get(0, "sha256").AsText() == sha && existing.Get(0, "size").AsInt() == size &&
+            existing.Get(0, "epoch").AsInt() == epoch) {
+          return respond(RespondJson(200, ok));  // a retried commit: already done
+        }
+        if (!job.Get(0, "ckpt_step").is_null() && job.Get(0, "ckpt_step").AsInt() >= step) {
+          return respond(StaleCheckpoint("a checkpoint at step " +
+                                         std::to_string(job.Get(0, "ckpt_step").AsInt()) +
+                                         " is already committed"));
+        }
+        const Rows& blob = res.results[6];
+        if (builtin && (blob.empty() || blob.Get(0, "sha256").AsText() != sha ||
+                        blob.Get(0, "size").AsInt() != size)) {
+          return respond(Plan::Fail(Status::Invalid(
+              blob.empty() ? "no object is stored at " + key + "; upload it before committing"
+                           : "the object stored at " + key + " has a different sha256 or size")));
+        }
+        return respond(Plan::Fail(Status::Conflict("commit raced with another change; retry")));
+      });
 }
 
 // {epoch, name} -> {key, url, expires_at}: where to PUT a result file. Read-only.
@@ -210,7 +229,8 @@ Plan HandleOutputUrl(CtxPtr ctx) {
   std::string name;
   ReadEpoch(r, &epoch);
   r.String("name", &name, true, 128);
-  if (r.ok() && !IsSafeName(name)) r.Fail("name must be 1-128 characters of [A-Za-z0-9._-], not starting with '.'");
+  if (r.ok() && !IsSafeName(name))
+    r.Fail("name must be 1-128 characters of [A-Za-z0-9._-], not starting with '.'");
   if (!r.ok()) return Plan::Fail(r.status());
   Batch b;
   b.Add(std::string("SELECT ") + kLeaseColumns + " FROM jobs WHERE id = ?", {ctx->args[0]});

@@ -24,14 +24,14 @@ Plan HandleRegisterNode(CtxPtr ctx) {
   std::string id = NewId(ctx->req.entropy, "n");
   std::string token = NewToken(ctx->req.entropy, "node");
   Batch b;
-  b.Add("INSERT INTO nodes (id, machine_id, token_hash, gpu_name, vram_mb, agent_version, "
-        "registered_at, last_seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-        "ON CONFLICT (machine_id) DO UPDATE SET token_hash = excluded.token_hash, "
-        "gpu_name = excluded.gpu_name, vram_mb = excluded.vram_mb, "
-        "agent_version = excluded.agent_version, last_seen_at = excluded.last_seen_at "
-        "RETURNING id, state",
-        {id, machine_id, Sha256Hex(token), gpu_name, vram_mb, agent_version, ctx->now(),
-         ctx->now()});
+  b.Add(
+      "INSERT INTO nodes (id, machine_id, token_hash, gpu_name, vram_mb, agent_version, "
+      "registered_at, last_seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+      "ON CONFLICT (machine_id) DO UPDATE SET token_hash = excluded.token_hash, "
+      "gpu_name = excluded.gpu_name, vram_mb = excluded.vram_mb, "
+      "agent_version = excluded.agent_version, last_seen_at = excluded.last_seen_at "
+      "RETURNING id, state",
+      {id, machine_id, Sha256Hex(token), gpu_name, vram_mb, agent_version, ctx->now(), ctx->now()});
   return Plan::Run(std::move(b), [token](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     if (res.results[0].empty()) return Plan::Fail(Status::Internal("node upsert returned nothing"));
@@ -49,8 +49,8 @@ Json NodeJson(const Rows& rows, size_t i) {
           {"gpu", {{"name", get("gpu_name").AsText()}, {"vram_mb", get("vram_mb").AsInt()}}},
           {"agent_version", get("agent_version").AsText()},
           {"state", get("state").AsText()},
-          {"state_reason", get("state_reason").is_null() ? Json(nullptr)
-                                                         : Json(get("state_reason").AsText())},
+          {"state_reason",
+           get("state_reason").is_null() ? Json(nullptr) : Json(get("state_reason").AsText())},
           {"state_changed_at", TimeOrNull(get("state_changed_at"))},
           {"jobs_completed", get("jobs_completed").AsInt()},
           {"jobs_failed", get("jobs_failed").AsInt()},
@@ -66,9 +66,10 @@ const char* const kNodeColumns =
 Plan HandleListNodes(CtxPtr ctx) {
   Batch b;
   b.Add(std::string("SELECT ") + kNodeColumns + " FROM nodes ORDER BY registered_at, id");
-  b.Add("SELECT id, node_id FROM jobs WHERE state = 'running' AND node_id IS NOT NULL "
-        "AND lease_expires_at >= ? ORDER BY id",
-        {ctx->now()});
+  b.Add(
+      "SELECT id, node_id FROM jobs WHERE state = 'running' AND node_id IS NOT NULL "
+      "AND lease_expires_at >= ? ORDER BY id",
+      {ctx->now()});
   return Plan::Run(std::move(b), [](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     Json nodes = Json::array();
@@ -100,7 +101,8 @@ Plan HandleSetNodeState(CtxPtr ctx) {
   std::string state = action == "quarantine" ? "quarantined" : "active";
   Batch b;
   b.Add(std::string("UPDATE nodes SET state = ?, state_reason = ?, state_changed_at = ? "
-                    "WHERE id = ? RETURNING ") + kNodeColumns,
+                    "WHERE id = ? RETURNING ") +
+            kNodeColumns,
         {state, reason.empty() ? SqlValue::Null() : SqlValue(reason), ctx->now(), ctx->args[0]});
   return Plan::Run(std::move(b), [](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);

@@ -16,10 +16,11 @@ Plan HandlePutPrice(CtxPtr ctx) {
   r.Number("usd_per_hour", &price, true, 0, 10000);
   if (!r.ok()) return Plan::Fail(r.status());
   Batch b;
-  b.Add("INSERT INTO prices (gpu, usd_per_hour, updated_at) VALUES (?, ?, ?) ON CONFLICT (gpu) "
-        "DO UPDATE SET usd_per_hour = excluded.usd_per_hour, updated_at = excluded.updated_at "
-        "RETURNING gpu, usd_per_hour, updated_at",
-        {gpu, price, ctx->now()});
+  b.Add(
+      "INSERT INTO prices (gpu, usd_per_hour, updated_at) VALUES (?, ?, ?) ON CONFLICT (gpu) "
+      "DO UPDATE SET usd_per_hour = excluded.usd_per_hour, updated_at = excluded.updated_at "
+      "RETURNING gpu, usd_per_hour, updated_at",
+      {gpu, price, ctx->now()});
   return Plan::Run(std::move(b), [](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     const Rows& rows = res.results[0];

@@ -28,34 +28,40 @@ Plan HandleWork(CtxPtr ctx) {
       "j.min_vram_mb <= (SELECT n.vram_mb FROM nodes n WHERE n.id = ?2 AND n.state = 'active') "
       "AND NOT EXISTS (SELECT 1 FROM job_bans b WHERE b.job_id = j.id AND b.node_id = ?2)";
   Batch b;
-  b.Add("UPDATE jobs SET state = 'running', lease_epoch = lease_epoch + 1, lease_nonce = ?1, "
-        "node_id = ?2, lease_expires_at = ?4, attempts = attempts + 1, updated_at = ?3, "
-        "first_started_at = COALESCE(first_started_at, ?3), step_done = COALESCE(ckpt_step, 0) "
-        "WHERE id = COALESCE("
-        "(SELECT j.id FROM jobs j WHERE j.state = 'running' AND j.lease_expires_at < ?3 AND " +
-            eligible + " ORDER BY j.priority DESC, j.created_at, j.id LIMIT 1), "
-            "(SELECT j.id FROM jobs j WHERE j.state = 'pending' AND " + eligible +
-            " ORDER BY j.priority DESC, j.created_at, j.id LIMIT 1)) "
-            "RETURNING id, kind, spec, lease_epoch, steps_total, lease_expires_at, ckpt_step, "
-            "ckpt_key, ckpt_sha256, ckpt_size",
-        {nonce, node, now, now + stall_ms});
+  b.Add(
+      "UPDATE jobs SET state = 'running', lease_epoch = lease_epoch + 1, lease_nonce = ?1, "
+      "node_id = ?2, lease_expires_at = ?4, attempts = attempts + 1, updated_at = ?3, "
+      "first_started_at = COALESCE(first_started_at, ?3), step_done = COALESCE(ckpt_step, 0) "
+      "WHERE id = COALESCE("
+      "(SELECT j.id FROM jobs j WHERE j.state = 'running' AND j.lease_expires_at < ?3 AND " +
+          eligible +
+          " ORDER BY j.priority DESC, j.created_at, j.id LIMIT 1), "
+          "(SELECT j.id FROM jobs j WHERE j.state = 'pending' AND " +
+          eligible +
+          " ORDER BY j.priority DESC, j.created_at, j.id LIMIT 1)) "
+          "RETURNING id, kind, spec, lease_epoch, steps_total, lease_expires_at, ckpt_step, "
+          "ckpt_key, ckpt_sha256, ckpt_size",
+      {nonce, node, now, now + stall_ms});
   // A stalled lease taken over: its segment ends as 'stalled' (if maintenance has not yet).
-  b.Add("UPDATE segments SET ended_at = COALESCE(last_heartbeat_at, started_at), "
-        "end_reason = 'stalled' WHERE ended_at IS NULL AND job_id = (SELECT id FROM jobs WHERE "
-        "lease_nonce = ?1) AND epoch < (SELECT lease_epoch FROM jobs WHERE lease_nonce = ?1)",
-        {nonce});
-  b.Add("INSERT INTO segments (job_id, epoch, node_id, gpu_name, usd_per_hour, "
-        "heartbeat_interval_s, started_at, step_start, step_end, step_committed) "
-        "SELECT j.id, j.lease_epoch, n.id, n.gpu_name, COALESCE((SELECT p.usd_per_hour FROM prices "
-        "p WHERE p.gpu = n.gpu_name), (SELECT p.usd_per_hour FROM prices p WHERE p.gpu = '*'), 0), "
-        "?3, ?4, COALESCE(j.ckpt_step, 0), COALESCE(j.ckpt_step, 0), COALESCE(j.ckpt_step, 0) "
-        "FROM jobs j JOIN nodes n ON n.id = ?2 WHERE j.lease_nonce = ?1",
-        {nonce, node, config.heartbeat_interval_s, now});
+  b.Add(
+      "UPDATE segments SET ended_at = COALESCE(last_heartbeat_at, started_at), "
+      "end_reason = 'stalled' WHERE ended_at IS NULL AND job_id = (SELECT id FROM jobs WHERE "
+      "lease_nonce = ?1) AND epoch < (SELECT lease_epoch FROM jobs WHERE lease_nonce = ?1)",
+      {nonce});
+  b.Add(
+      "INSERT INTO segments (job_id, epoch, node_id, gpu_name, usd_per_hour, "
+      "heartbeat_interval_s, started_at, step_start, step_end, step_committed) "
+      "SELECT j.id, j.lease_epoch, n.id, n.gpu_name, COALESCE((SELECT p.usd_per_hour FROM prices "
+      "p WHERE p.gpu = n.gpu_name), (SELECT p.usd_per_hour FROM prices p WHERE p.gpu = '*'), 0), "
+      "?3, ?4, COALESCE(j.ckpt_step, 0), COALESCE(j.ckpt_step, 0), COALESCE(j.ckpt_step, 0) "
+      "FROM jobs j JOIN nodes n ON n.id = ?2 WHERE j.lease_nonce = ?1",
+      {nonce, node, config.heartbeat_interval_s, now});
   b.Add("UPDATE nodes SET last_seen_at = ? WHERE id = ?", {now, node});
   // Sizes of the job's inputs (declared at upload, enforced by the upload URL).
-  b.Add("SELECT u.key, u.size, u.sha256 FROM uploads u JOIN jobs j ON j.lease_nonce = ? WHERE "
-        "u.key IN (json_extract(j.spec, '$.model.key'), json_extract(j.spec, '$.dataset.key'))",
-        {nonce});
+  b.Add(
+      "SELECT u.key, u.size, u.sha256 FROM uploads u JOIN jobs j ON j.lease_nonce = ? WHERE "
+      "u.key IN (json_extract(j.spec, '$.model.key'), json_extract(j.spec, '$.dataset.key'))",
+      {nonce});
   return Plan::Run(std::move(b), [ctx](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     const CoreConfig& config = *ctx->config;

@@ -8,7 +8,9 @@
 namespace gleaner::core {
 namespace {
 
-std::string Raw(const Digest& d) { return std::string(reinterpret_cast<const char*>(d.data()), d.size()); }
+std::string Raw(const Digest& d) {
+  return std::string(reinterpret_cast<const char*>(d.data()), d.size());
+}
 
 // "2013-05-24T00:00:00.000Z" -> "20130524T000000Z".
 std::string AmzDate(int64_t now_ms) {
@@ -47,7 +49,8 @@ std::string PresignS3(const S3Config& s3, const std::string& method, const std::
   if (slash != std::string::npos) host.resize(slash);
   // Clients omit default ports from the Host header, so the signature must too.
   auto strip = [&host](const std::string& port) {
-    if (host.size() > port.size() && host.compare(host.size() - port.size(), port.size(), port) == 0) {
+    if (host.size() > port.size() &&
+        host.compare(host.size() - port.size(), port.size(), port) == 0) {
       host.resize(host.size() - port.size());
     }
   };
@@ -64,10 +67,9 @@ std::string PresignS3(const S3Config& s3, const std::string& method, const std::
   std::string scope = date + "/" + s3.region + "/s3/aws4_request";
   std::string query = "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=" +
                       UrlEncode(s3.access_key_id + "/" + scope) + "&X-Amz-Date=" + amz_date +
-                      "&X-Amz-Expires=" + std::to_string(expires_s) +
-                      "&X-Amz-SignedHeaders=host";
-  std::string canonical = method + "\n" + path + "\n" + query + "\nhost:" + host +
-                          "\n\nhost\nUNSIGNED-PAYLOAD";
+                      "&X-Amz-Expires=" + std::to_string(expires_s) + "&X-Amz-SignedHeaders=host";
+  std::string canonical =
+      method + "\n" + path + "\n" + query + "\nhost:" + host + "\n\nhost\nUNSIGNED-PAYLOAD";
   std::string to_sign =
       "AWS4-HMAC-SHA256\n" + amz_date + "\n" + scope + "\n" + Sha256Hex(canonical);
   std::string k = Raw(HmacSha256("AWS4" + s3.secret_access_key, date));

@@ -4,6 +4,7 @@
 #include <httplib.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -49,6 +50,27 @@ void SendError(const Status& st, httplib::Response& res) {
 // The rest of an unread request body is still on the socket: the connection cannot be reused.
 void CloseAfter(httplib::Response& res) {
   res.set_header("Connection", "close");
+}
+
+// Bodies up to this size are read and discarded before an early error answer, so that simple
+// clients that only read the response after sending everything still see it.
+constexpr int64_t kDrainLimit = int64_t(8) << 20;
+
+// Reads and discards the body of a refused request (up to kDrainLimit); marks the connection
+// for closing unless the whole body was consumed.
+void DrainBody(const httplib::Request& req, const httplib::ContentReader* reader,
+               httplib::Response& res) {
+  int64_t declared = -1;
+  if (req.has_header("Content-Length")) {
+    declared = std::strtoll(req.get_header_value("Content-Length").c_str(), nullptr, 10);
+  }
+  if (reader == nullptr || declared < 0 || declared > kDrainLimit) return CloseAfter(res);
+  int64_t seen = 0;
+  bool ok = (*reader)([&](const char*, size_t len) {
+    seen += int64_t(len);
+    return seen <= kDrainLimit;
+  });
+  if (!ok) CloseAfter(res);
 }
 
 bool SplitTarget(const httplib::Request& req, std::string* path, std::string* query) {
@@ -150,7 +172,7 @@ void HttpServer::Impl::HandleApi(const httplib::Request& req, httplib::Response&
   const int64_t limit = coord->config().max_request_body;
   if (reader != nullptr) {
     if (DeclaredLength(req) > limit) {
-      CloseAfter(res);
+      DrainBody(req, reader, res);
       return SendError(
           Status(Code::kTooLarge, "request body exceeds " + std::to_string(limit) + " bytes"), res);
     }
@@ -203,16 +225,16 @@ void HttpServer::Impl::HandleBlobPut(const httplib::Request& req, httplib::Respo
                                      const std::string& query) {
   auto grant = coord->AuthorizeBlob("PUT", path, query, clock->NowMs());
   if (!grant.ok()) {
-    CloseAfter(res);
+    DrainBody(req, reader, res);
     return SendError(grant.status(), res);
   }
   if (!BlobStore::ValidKey(grant->key) || reader == nullptr) {
-    CloseAfter(res);
+    DrainBody(req, reader, res);
     return SendError(Status::Invalid("invalid blob key"), res);
   }
   const int64_t declared = DeclaredLength(req);
   if (grant->max_size >= 0 && declared > grant->max_size) {
-    CloseAfter(res);
+    DrainBody(req, reader, res);
     return SendError(Status(Code::kTooLarge, "body exceeds the URL's limit of " +
                                                  std::to_string(grant->max_size) + " bytes"),
                      res);
@@ -285,17 +307,25 @@ void HttpServer::Impl::HandleBlobGet(const httplib::Request& req, httplib::Respo
 }
 
 void HttpServer::Impl::Install() {
-  svr.set_tcp_nodelay(true);
-  const size_t threads = size_t(options.threads);
-  svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  svr.set_keep_alive_timeout(time_t(std::ceil(options.keep_alive_timeout_s)));
   // Blob bodies are bounded by their signed grant and JSON bodies by max_request_body, both
-  // enforced while streaming; httplib's own limit only caps what it would buffer itself.
-  svr.set_payload_max_length(size_t(coord->config().max_request_body));
-
-  svr.set_pre_routing_handler([](const httplib::Request&, httplib::Response& res) {
+  // enforced while streaming by the handlers; httplib's own cap must let the largest object by.
+  const core::CoreConfig& config = coord->config();
+  svr.set_payload_max_length(
+      size_t(std::max({config.max_request_body, config.max_upload_bytes,
+                       config.max_checkpoint_bytes, config.max_output_bytes})));
+  const int64_t max_body = config.max_request_body;
+  svr.set_pre_routing_handler([max_body](const httplib::Request& req, httplib::Response& res) {
     t_request_start = SteadyClock::now();
     res.set_header("X-Request-Id", "req_" + HexEncode(RandomBytes(8).data(), 8));
+    // Methods without a streaming handler would have httplib buffer the whole body: refuse
+    // anything but a small one before it is read.
+    bool streamed = req.method == "POST" || req.method == "PUT" || req.method == "PATCH" ||
+                    req.method == "DELETE";
+    if (!streamed && (DeclaredLength(req) > max_body || req.has_header("Transfer-Encoding"))) {
+      CloseAfter(res);
+      SendError(Status(Code::kTooLarge, "request body not allowed here"), res);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     return httplib::Server::HandlerResponse::Unhandled;
   });
   auto with_body = [this](const httplib::Request& req, httplib::Response& res,
@@ -364,6 +394,14 @@ HttpServer::~HttpServer() {
 
 Result<int> HttpServer::Bind() {
   try {
+    // Socket options apply to the listening socket (accepted sockets inherit them), so they must
+    // be set before binding. Without TCP_NODELAY every keep-alive response after the first
+    // waits ~40 ms for a delayed ACK.
+    httplib::Server& svr = impl_->svr;
+    svr.set_tcp_nodelay(true);
+    const size_t threads = size_t(impl_->options.threads);
+    svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    svr.set_keep_alive_timeout(time_t(std::ceil(impl_->options.keep_alive_timeout_s)));
     int port;
     if (impl_->options.port == 0) {
       port = impl_->svr.bind_to_any_port(impl_->options.host);

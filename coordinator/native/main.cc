@@ -88,7 +88,8 @@ int Serve(const std::vector<std::string>& args) {
     st = RunStartupPlan(
         runner, [&] { return boot.MigrationPlan(); }, "migration");
     if (!st.ok()) return Fail(st.message());
-    if (const char* token = std::getenv("GLEANER_OPERATOR_TOKEN")) {
+    const char* token = std::getenv("GLEANER_OPERATOR_TOKEN");
+    if (token != nullptr && *token != '\0') {
       std::string t = token;
       if (t.size() < 16) return Fail("GLEANER_OPERATOR_TOKEN must be at least 16 characters");
       st = RunStartupPlan(
@@ -114,17 +115,11 @@ int Serve(const std::vector<std::string>& args) {
   }
   core::Coordinator coordinator(opts.core);
 
-  MaintenanceLoop maintenance(&coordinator, &runner, &DefaultClock(), opts.maintenance_period_s);
-  maintenance.Start();
-
-  std::thread signal_thread([&] {
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    if (sig != 0) {
-      LogInfo("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
-      server.Stop();
-    }
-  });
+  if (!opts.port_file.empty()) {
+    // Connections made from now on wait in the listen backlog until Serve() accepts them.
+    st = WriteFileAtomic(fs, opts.port_file, std::to_string(*port) + "\n", 0644);
+    if (!st.ok()) return Fail("cannot write port file: " + st.message());
+  }
 
   double startup_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -139,14 +134,17 @@ int Serve(const std::vector<std::string>& args) {
                         {"maintenance_period_s", opts.maintenance_period_s},
                         {"s3", opts.core.s3.enabled()},
                         {"startup_ms", startup_ms}});
+  MaintenanceLoop maintenance(&coordinator, &runner, &DefaultClock(), opts.maintenance_period_s);
+  maintenance.Start();
 
-  if (!opts.port_file.empty()) {
-    st = WriteFileAtomic(fs, opts.port_file, std::to_string(*port) + "\n", 0644);
-    if (!st.ok()) {
-      LogError("cannot write port file", {{"error", st.ToString()}});
-      kill(getpid(), SIGTERM);
+  std::thread signal_thread([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    if (sig != 0) {
+      LogInfo("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+      server.Stop();
     }
-  }
+  });
 
   Status served = server.Serve(&coordinator, &runner, &blobs, &DefaultClock());
   maintenance.Stop();

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include "tests/integration/coordinator_fixture.h"
@@ -112,31 +113,30 @@ TEST_CASE("a SIGTERM lets an in-flight request finish", "[coordinator]") {
   addr.sin_port = htons(uint16_t(coord.port()));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  timeval tv{10, 0};  // never hang the test on a silent server
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   std::string body = "{\"kind\":\"synthetic\"}";
+  // Expect: 100-continue makes the server answer "100 Continue" once a worker has parsed the
+  // headers: from then on the request is in flight, deterministically.
   std::string head =
       "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-      "Connection: close\r\nContent-Length: " +
+      "Expect: 100-continue\r\nConnection: close\r\nContent-Length: " +
       std::to_string(body.size()) + "\r\n\r\n";
-  // First a complete request on the same connection, so a worker owns the connection before
-  // the signal (a connection still in the accept backlog is not in flight).
-  std::string ping = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
-  REQUIRE(::write(fd, ping.data(), ping.size()) == ssize_t(ping.size()));
-  std::string pong;
+  REQUIRE(::send(fd, head.data(), head.size(), MSG_NOSIGNAL) == ssize_t(head.size()));
+  std::string cont;
   char buf[4096];
-  while (pong.find("{\"ok\":true}") == std::string::npos) {
+  while (cont.find("\r\n\r\n") == std::string::npos) {
     ssize_t n = ::read(fd, buf, sizeof buf);
     REQUIRE(n > 0);
-    pong.append(buf, size_t(n));
+    cont.append(buf, size_t(n));
   }
-  std::string first = head + body.substr(0, 5);
-  REQUIRE(::write(fd, first.data(), first.size()) == ssize_t(first.size()));
+  REQUIRE(cont.rfind("HTTP/1.1 100", 0) == 0);
   coord.process().Signal(SIGTERM);
   REQUIRE(
       WaitUntil([&] { return coord.process().Stderr().find("shutting down") != std::string::npos; },
                 Millis(5000)));
   CHECK(coord.process().Running());
-  std::string rest = body.substr(5);
-  REQUIRE(::write(fd, rest.data(), rest.size()) == ssize_t(rest.size()));
+  REQUIRE(::send(fd, body.data(), body.size(), MSG_NOSIGNAL) == ssize_t(body.size()));
   std::string response;
   for (;;) {
     ssize_t n = ::read(fd, buf, sizeof buf);
@@ -186,6 +186,13 @@ TEST_CASE("bad flags and bad configuration exit non-zero with one readable line"
        {},
        "config file"},
       {{"frobnicate"}, {}, "unknown command"},
+      {{"serve", "--db", db, "--data-dir", data, "--listen", "127.0.0.1:0", "--port-file",
+        dir.File("no/such/dir/port")},
+       {},
+       "cannot write port file"},
+      {{"serve", "--db", db, "--data-dir", data},
+       {{"GLEANER_OPERATOR_TOKEN", "short"}},
+       "GLEANER_OPERATOR_TOKEN"},
       {{"serve", "--db", "/proc/no/such/dir/db.sqlite", "--data-dir", data, "--listen",
         "127.0.0.1:0"},
        {},
@@ -279,4 +286,58 @@ TEST_CASE("two coordinators start on one database at once", "[coordinator]") {
   REQUIRE(pb);
   CHECK(HttpClient("127.0.0.1", *pa).Get("/healthz").status == 200);
   CHECK(HttpClient("127.0.0.1", *pb).Get("/healthz").status == 200);
+}
+
+TEST_CASE("keep-alive responses are not held back by delayed ACKs", "[coordinator]") {
+  // Without TCP_NODELAY on the listening socket every response after the first on a connection
+  // waits ~40 ms for the client's delayed ACK.
+  TempDir dir;
+  CoordinatorProcess coord(dir.path());
+  std::string error;
+  REQUIRE(coord.Start(&error));
+  HttpClient client = coord.Client();
+  REQUIRE(client.Get("/healthz").status == 200);
+  std::vector<double> ms;
+  for (int i = 0; i < 21; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    REQUIRE(client.Get("/healthz").status == 200);
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  INFO("median " << ms[10] << " ms");
+  CHECK(ms[10] < 20);
+}
+
+TEST_CASE("S3 settings reach the core: upload URLs are presigned for the bucket",
+          "[coordinator][s3]") {
+  TempDir dir;
+  for (bool virtual_hosted : {false, true}) {
+    CoordinatorOptions o;
+    o.name = virtual_hosted ? "vh" : "path";
+    o.extra_args = {"--s3-endpoint",  "http://s3.test:9000", "--s3-bucket",
+                    "gleaner-bucket", "--s3-region",         "eu-west-1"};
+    if (virtual_hosted) o.extra_args.push_back("--s3-virtual-hosted");
+    o.env = {{"AWS_ACCESS_KEY_ID", "AKIDTEST"}, {"AWS_SECRET_ACCESS_KEY", "secret-test"}};
+    CoordinatorProcess coord(dir.path(), o);
+    std::string error;
+    REQUIRE(coord.Start(&error));
+    auto dev = CreateKey(coord, "developer", &error);
+    REQUIRE(dev);
+    HttpResult r = coord.Client(*dev).Post(
+        "/v1/uploads", {{"name", "d.bin"}, {"size", 3}, {"sha256", std::string(64, 'a')}});
+    INFO(r.Describe());
+    REQUIRE(r.status / 100 == 2);
+    std::string url = r.json()["url"].get<std::string>();
+    INFO(url);
+    if (virtual_hosted) {
+      CHECK(url.rfind("http://gleaner-bucket.s3.test:9000/", 0) == 0);
+    } else {
+      CHECK(url.rfind("http://s3.test:9000/gleaner-bucket/", 0) == 0);
+    }
+    CHECK(url.find("X-Amz-Signature=") != std::string::npos);
+    CHECK(url.find("AKIDTEST") != std::string::npos);
+    CHECK(url.find("eu-west-1") != std::string::npos);
+    CHECK(url.find("secret-test") == std::string::npos);
+  }
 }

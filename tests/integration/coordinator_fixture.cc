@@ -1,5 +1,6 @@
 #include "tests/integration/coordinator_fixture.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace gleaner::testing {
@@ -58,6 +59,24 @@ bool CoordinatorProcess::Start(std::string* error, Millis timeout) {
     return false;
   }
   port_ = *port;
+  // The "listening" log line follows the port file; tests may read it at once (unless a
+  // --log-level hides info lines).
+  bool quiet = std::find(options_.extra_args.begin(), options_.extra_args.end(), "--log-level") !=
+               options_.extra_args.end();
+  if (!quiet && !WaitUntil(
+                    [&] {
+                      return process_->Stderr().find("\"msg\":\"listening\"") !=
+                                 std::string::npos ||
+                             !process_->Running();
+                    },
+                    timeout)) {
+    *error = "coordinator did not log \"listening\"; stderr: " + Tail(process_->Stderr());
+    return false;
+  }
+  if (!process_->Running()) {
+    *error = "coordinator exited after binding; stderr: " + Tail(process_->Stderr());
+    return false;
+  }
   return true;
 }
 

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -22,9 +23,10 @@ namespace gleaner::testing {
 
 // ---- files ---------------------------------------------------------------------------------
 
-TempDir::TempDir(const std::string& prefix) {
-  const char* base = std::getenv("TMPDIR");
-  std::string templ = std::string(base && *base ? base : "/tmp") + "/" + prefix + "-XXXXXX";
+TempDir::TempDir(const std::string& prefix, const std::string& base) {
+  const char* env = std::getenv("TMPDIR");
+  std::string root = !base.empty() ? base : env && *env ? env : "/tmp";
+  std::string templ = root + "/" + prefix + "-XXXXXX";
   std::vector<char> buf(templ.begin(), templ.end());
   buf.push_back('\0');
   if (::mkdtemp(buf.data()) != nullptr) path_ = buf.data();
@@ -33,6 +35,14 @@ TempDir::TempDir(const std::string& prefix) {
 TempDir::~TempDir() {
   const char* keep = std::getenv("GLEANER_KEEP_TEMP");
   if (!path_.empty() && !(keep && std::string(keep) == "1")) RemoveAll(path_);
+}
+
+std::string MemoryTempBase() {
+  struct stat st;
+  if (::stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) && ::access("/dev/shm", W_OK) == 0) {
+    return "/dev/shm";
+  }
+  return "";
 }
 
 std::string ReadFile(const std::string& path, const std::string& fallback) {
@@ -303,8 +313,18 @@ std::string HttpResult::Describe() const {
   return std::to_string(status) + " " + body;
 }
 
+namespace {
+// A server may answer early and close while a request body is still being sent; that must be
+// an error result, not a SIGPIPE that kills the test process.
+void IgnoreSigpipe() {
+  static std::once_flag once;
+  std::call_once(once, [] { ::signal(SIGPIPE, SIG_IGN); });
+}
+}  // namespace
+
 struct HttpClient::Impl {
   explicit Impl(const std::string& base) : cli(base) {
+    IgnoreSigpipe();
     cli.set_tcp_nodelay(true);
     cli.set_url_encode(false);  // send paths and signed queries byte for byte
     cli.set_keep_alive(true);
@@ -410,6 +430,7 @@ HttpResult HttpClient::Fetch(const std::string& method, const std::string& url,
     bad.error = "not an absolute URL: " + url;
     return bad;
   }
+  IgnoreSigpipe();
   try {
     httplib::Client cli(url.substr(0, slash));
     cli.set_tcp_nodelay(true);

@@ -40,7 +40,8 @@ using Millis = std::chrono::milliseconds;
 
 class TempDir {
  public:
-  explicit TempDir(const std::string& prefix = "gleaner-test");
+  // Created under $TMPDIR (default /tmp), or under `base` when given (e.g. MemoryTempBase()).
+  explicit TempDir(const std::string& prefix = "gleaner-test", const std::string& base = "");
   ~TempDir();
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
@@ -52,6 +53,10 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// A RAM-backed directory (/dev/shm) when there is one, else "" (the default base). For tests that
+// create thousands of files and do not test durability: removal on some disks is slow.
+std::string MemoryTempBase();
 
 // Whole file contents, or `fallback` if it cannot be read.
 std::string ReadFile(const std::string& path, const std::string& fallback = "");

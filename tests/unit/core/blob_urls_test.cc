@@ -1,5 +1,6 @@
 // Built-in blob URL signing/verification, S3 SigV4 presigning, and S3 mode end to end.
 #include "coordinator/core/blob_urls.h"
+
 #include "coordinator/core/s3_presign.h"
 #include "tests/unit/core/test_env.h"
 
@@ -10,7 +11,9 @@ using core::PutUrl;
 using core::VerifyBlobUrl;
 
 namespace {
-std::string QueryOf(const std::string& url) { return url.substr(url.find('?') + 1); }
+std::string QueryOf(const std::string& url) {
+  return url.substr(url.find('?') + 1);
+}
 std::string PathOf(const std::string& url) {
   size_t start = url.find("/blobs/");
   return url.substr(start, url.find('?') - start);
@@ -27,8 +30,9 @@ TEST_CASE("blob URLs: sign and verify PUT and GET", "[blob]") {
   const int64_t now = 1800000000000;
   std::string sha = Sha256Hex("x");
   auto put = PutUrl(c, "uploads/u_1/data.bin", 1234, sha, now);
-  CHECK(put.url == "http://blobs.test/blobs/uploads/u_1/data.bin?m=PUT&exp=1800000900&max=1234&sha=" +
-                       sha + "&sig=" + QueryOf(put.url).substr(QueryOf(put.url).find("sig=") + 4));
+  CHECK(put.url ==
+        "http://blobs.test/blobs/uploads/u_1/data.bin?m=PUT&exp=1800000900&max=1234&sha=" + sha +
+            "&sig=" + QueryOf(put.url).substr(QueryOf(put.url).find("sig=") + 4));
   CHECK(put.expires_at_ms == now + 900000);
   auto g = VerifyBlobUrl(c, "PUT", PathOf(put.url), QueryOf(put.url), now);
   REQUIRE(g.ok());
@@ -85,9 +89,10 @@ TEST_CASE("blob keys and names", "[blob]") {
   }
   CHECK(core::SanitizeName("../../etc/passwd") == "_.._etc_passwd");
   CHECK(core::SanitizeName("...") == "file");
-  CHECK(core::SanitizeName("ünï cøde.txt").find_first_not_of(
-            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
-        std::string::npos);
+  CHECK(
+      core::SanitizeName("ünï cøde.txt")
+          .find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
+      std::string::npos);
   CHECK(core::SanitizeName(std::string(500, 'a')).size() == 128);
   CHECK(core::IsSafeName("lora.safetensors"));
   CHECK_FALSE(core::IsSafeName(".x"));
@@ -119,8 +124,8 @@ TEST_CASE("SigV4 path-style keeps the port and puts the bucket in the path", "[b
   s3.access_key_id = "S3RVER";
   s3.secret_access_key = "S3RVER";
   std::string url = core::PresignS3(s3, "PUT", "jobs/j_1/ckpt/e1/s0000000010", 1800000000000, 900);
-  CHECK(url.rfind("http://127.0.0.1:4568/gleaner/jobs/j_1/ckpt/e1/s0000000010?X-Amz-Algorithm=", 0) ==
-        0);
+  CHECK(url.rfind("http://127.0.0.1:4568/gleaner/jobs/j_1/ckpt/e1/s0000000010?X-Amz-Algorithm=",
+                  0) == 0);
   CHECK(url.find("X-Amz-Expires=900") != std::string::npos);
   // Different method, different signature.
   std::string get = core::PresignS3(s3, "GET", "jobs/j_1/ckpt/e1/s0000000010", 1800000000000, 900);
@@ -135,8 +140,8 @@ TEST_CASE("S3 mode: URLs are presigned and commits take the agent's word", "[blo
   c.s3.secret_access_key = "S3RVER";
   TestEnv env(c);
   std::string dev = env.Developer();
-  Resp up = env.Post("/v1/uploads", dev,
-                     {{"name", "d.bin"}, {"size", 3}, {"sha256", Sha256Hex("abc")}});
+  Resp up =
+      env.Post("/v1/uploads", dev, {{"name", "d.bin"}, {"size", 3}, {"sha256", Sha256Hex("abc")}});
   REQUIRE(up.status == 201);
   CHECK(up.json["url"].get<std::string>().rfind("http://127.0.0.1:4568/gleaner/uploads/", 0) == 0);
   std::string job = env.Submit(dev, 20);
@@ -146,9 +151,10 @@ TEST_CASE("S3 mode: URLs are presigned and commits take the agent's word", "[blo
   Resp commit = env.Post("/v1/jobs/" + job + "/checkpoints/10/commit", n.token,
                          {{"epoch", 1}, {"sha256", sha}, {"size", 4}});
   CHECK(commit.status == 200);
-  Resp done = env.Post("/v1/jobs/" + job + "/complete", n.token,
-                       {{"epoch", 1},
-                        {"outputs", Json::array({{{"name", "chain.txt"}, {"sha256", sha}, {"size", 4}}})}});
+  Resp done =
+      env.Post("/v1/jobs/" + job + "/complete", n.token,
+               {{"epoch", 1},
+                {"outputs", Json::array({{{"name", "chain.txt"}, {"sha256", sha}, {"size", 4}}})}});
   CHECK(done.status == 200);
   Resp result = env.Get("/v1/jobs/" + job + "/result", dev);
   CHECK(result.json["outputs"][0]["url"].get<std::string>().find("X-Amz-Signature=") !=

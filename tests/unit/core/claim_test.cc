@@ -72,8 +72,10 @@ TEST_CASE("claim: stalled running jobs come before pending ones, even of higher 
   CHECK(r.json["job"]["id"] == first);
   CHECK(r.json["lease"]["epoch"] == 2);
   // The stalled lease's segment was closed as 'stalled' in the same batch.
-  Rows segs = env.Query("SELECT epoch, node_id, end_reason FROM segments WHERE job_id = ? "
-                        "ORDER BY epoch", {first});
+  Rows segs = env.Query(
+      "SELECT epoch, node_id, end_reason FROM segments WHERE job_id = ? "
+      "ORDER BY epoch",
+      {first});
   REQUIRE(segs.rows.size() == 2);
   CHECK(segs.Get(0, "end_reason").AsText() == "stalled");
   CHECK(segs.Get(1, "end_reason").is_null());
@@ -127,7 +129,7 @@ TEST_CASE("claim: a quarantined node gets 204 and nothing changes", "[claim]") {
   CHECK(env.ClaimedJob(n) == job);
 }
 
-TEST_CASE("claim: each claim increments the epoch; resume is the latest committed checkpoint",
+TEST_CASE("claim: each claim increments the epoch - resume is the latest committed checkpoint",
           "[claim]") {
   TestEnv env;
   std::string dev = env.Developer();
@@ -158,13 +160,67 @@ TEST_CASE("claim: each claim increments the epoch; resume is the latest committe
 
 TEST_CASE("claim: the segment snapshots the GPU's own price when one is set", "[claim]") {
   TestEnv env;
-  REQUIRE(env.Put("/v1/prices", env.operator_token, {{"gpu", "H100"}, {"usd_per_hour", 2.5}})
-              .status == 200);
+  REQUIRE(
+      env.Put("/v1/prices", env.operator_token, {{"gpu", "H100"}, {"usd_per_hour", 2.5}}).status ==
+      200);
   std::string dev = env.Developer();
   std::string job = env.Submit(dev);
   NodeRef n = env.Node("h", 81920, "H100");
   env.ClaimedJob(n);
-  REQUIRE(env.Put("/v1/prices", env.operator_token, {{"gpu", "H100"}, {"usd_per_hour", 9.0}})
-              .status == 200);
+  REQUIRE(
+      env.Put("/v1/prices", env.operator_token, {{"gpu", "H100"}, {"usd_per_hour", 9.0}}).status ==
+      200);
   CHECK(env.Query("SELECT usd_per_hour FROM segments").rows[0][0].AsReal() == Approx(2.5));
+}
+
+namespace {
+// Runs a request's plan up to (not including) its second batch, i.e. just after auth.
+core::Plan AfterAuth(TestEnv& env, const NodeRef& node) {
+  core::HttpRequest req;
+  req.method = "POST";
+  req.path = "/v1/work";
+  req.headers = {{"authorization", "Bearer " + node.token}};
+  req.now_ms = env.now_ms;
+  req.entropy = env.NextEntropy();
+  core::Plan p = env.coord.Handle(req);
+  REQUIRE_FALSE(p.done());
+  p = p.Continue(env.db->Execute(p.batch()));  // auth batch
+  REQUIRE_FALSE(p.done());
+  return p;
+}
+}  // namespace
+
+TEST_CASE("claim: the node's state is checked inside the claim statement itself", "[claim]") {
+  TestEnv env;
+  std::string dev = env.Developer();
+  env.Submit(dev);
+  NodeRef n = env.Node("m1");
+  core::Plan p = AfterAuth(env, n);  // auth saw an active node
+  env.Query("UPDATE nodes SET state = 'quarantined' WHERE id = ?", {n.id});
+  core::Plan done = core::Drive(std::move(p), *env.db);
+  CHECK(done.response().status == 204);
+  CHECK(env.Scalar("SELECT count(*) FROM jobs WHERE state = 'pending'") == 1);
+  CHECK(env.Scalar("SELECT count(*) FROM segments") == 0);
+}
+
+TEST_CASE("claim: interleaved claimers never share a job", "[claim]") {
+  TestEnv env;
+  std::string dev = env.Developer();
+  std::string j1 = env.Submit(dev), j2 = env.Submit(dev);
+  NodeRef a = env.Node("a"), b = env.Node("b"), c = env.Node("c");
+  core::Plan pa = AfterAuth(env, a);
+  core::Plan pb = AfterAuth(env, b);
+  core::Plan pc = AfterAuth(env, c);
+  core::Plan rb = core::Drive(std::move(pb), *env.db);
+  core::Plan ra = core::Drive(std::move(pa), *env.db);
+  core::Plan rc = core::Drive(std::move(pc), *env.db);
+  REQUIRE(rb.response().status == 200);
+  REQUIRE(ra.response().status == 200);
+  CHECK(rc.response().status == 204);
+  std::string got_b = ParseJson(rb.response().body).value()["job"]["id"];
+  std::string got_a = ParseJson(ra.response().body).value()["job"]["id"];
+  CHECK(got_b == j1);
+  CHECK(got_a == j2);
+  CHECK(env.Scalar("SELECT count(*) FROM segments") == 2);
+  CHECK(env.Scalar("SELECT count(DISTINCT job_id) FROM segments") == 2);
 }

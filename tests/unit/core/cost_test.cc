@@ -1,6 +1,7 @@
 // Billing math: per segment, per group, CSV, and the job's cost_usd, against hand-computed
 // figures.
 #include "coordinator/core/cost.h"
+
 #include "tests/unit/core/test_env.h"
 
 using namespace gleaner;
@@ -51,10 +52,11 @@ struct Scenario {
 };
 Scenario Run(TestEnv& env) {
   Scenario s;
-  REQUIRE(env.Put("/v1/prices", env.operator_token, {{"gpu", "H100"}, {"usd_per_hour", 3.6}})
-              .status == 200);
-  REQUIRE(env.Put("/v1/prices", env.operator_token, {{"gpu", "*"}, {"usd_per_hour", 1.8}})
-              .status == 200);
+  REQUIRE(
+      env.Put("/v1/prices", env.operator_token, {{"gpu", "H100"}, {"usd_per_hour", 3.6}}).status ==
+      200);
+  REQUIRE(env.Put("/v1/prices", env.operator_token, {{"gpu", "*"}, {"usd_per_hour", 1.8}}).status ==
+          200);
   std::string dev = env.Developer();
   s.j1 = env.Submit(dev, 100, 1);
   s.j2 = env.Submit(dev, 50, 0);
@@ -132,8 +134,8 @@ TEST_CASE("cost report by job, gpu and node reconciles with hand-computed figure
                        env.operator_token);
   REQUIRE(early.json["groups"].size() == 1);
   CHECK(early.json["totals"]["steps"] == 40);
-  Resp late = env.Get("/v1/reports/cost?from=" + std::to_string(s.t_second / 1000),
-                      env.operator_token);
+  Resp late =
+      env.Get("/v1/reports/cost?from=" + std::to_string(s.t_second / 1000), env.operator_token);
   CHECK(late.json["totals"]["segments"] == 2);
   CHECK(env.Get("/v1/reports/cost?group_by=planet", env.operator_token).status == 400);
   CHECK(env.Get("/v1/reports/cost?format=xml", env.operator_token).status == 400);
@@ -145,16 +147,18 @@ TEST_CASE("prices: default row '*', upsert, validation", "[cost]") {
   Resp list = env.Get("/v1/prices", env.operator_token);
   REQUIRE(list.status == 200);
   CHECK(list.json["default_usd_per_hour"].get<double>() == Approx(0.324));
-  REQUIRE(env.Put("/v1/prices", env.operator_token, {{"gpu", "A100"}, {"usd_per_hour", 1.2}})
-              .status == 200);
-  REQUIRE(env.Put("/v1/prices", env.operator_token, {{"gpu", "A100"}, {"usd_per_hour", 1.4}})
-              .status == 200);
+  REQUIRE(
+      env.Put("/v1/prices", env.operator_token, {{"gpu", "A100"}, {"usd_per_hour", 1.2}}).status ==
+      200);
+  REQUIRE(
+      env.Put("/v1/prices", env.operator_token, {{"gpu", "A100"}, {"usd_per_hour", 1.4}}).status ==
+      200);
   list = env.Get("/v1/prices", env.operator_token);
   REQUIRE(list.json["prices"].size() == 2);
   CHECK(list.json["prices"][1]["gpu"] == "A100");
   CHECK(list.json["prices"][1]["usd_per_hour"].get<double>() == Approx(1.4));
-  CHECK(env.Put("/v1/prices", env.operator_token, {{"gpu", "A100"}, {"usd_per_hour", -1}})
-            .status == 400);
+  CHECK(env.Put("/v1/prices", env.operator_token, {{"gpu", "A100"}, {"usd_per_hour", -1}}).status ==
+        400);
   CHECK(env.Put("/v1/prices", env.operator_token, {{"usd_per_hour", 1}}).status == 400);
 }
 
@@ -166,8 +170,8 @@ TEST_CASE("ParseTime accepts RFC 3339, dates and Unix seconds", "[cost]") {
   CHECK(ms == 951782400000);
   REQUIRE(core::ParseTime("1795759200", &ms));
   CHECK(ms == 1795759200000);
-  for (const char* bad : {"", "2026-13-01", "2026-11-27T06:00:00", "2026-11-27 06:00:00Z",
-                          "-5", "2026-11-27T06:00:00+01:00", "abc"}) {
+  for (const char* bad : {"", "2026-13-01", "2026-11-27T06:00:00", "2026-11-27 06:00:00Z", "-5",
+                          "2026-11-27T06:00:00+01:00", "abc"}) {
     INFO(bad);
     CHECK_FALSE(core::ParseTime(bad, &ms));
   }

@@ -1,7 +1,7 @@
 // shared/job_params: validation and defaults per kind.
-#include <catch2/catch.hpp>
-
 #include "shared/job_params.h"
+
+#include <catch2/catch.hpp>
 
 using namespace gleaner;
 
@@ -9,17 +9,19 @@ TEST_CASE("synthetic params: defaults and ranges", "[params]") {
   auto r = NormalizeParams("synthetic", {{"steps", 50}});
   REQUIRE(r.ok());
   CHECK(*r == Json({{"steps", 50}, {"step_ms", 0}, {"checkpoint_every", 50}, {"seed", 0}}));
-  auto full = NormalizeParams("synthetic", {{"steps", 1000}, {"step_ms", 10}, {"checkpoint_every", 7},
-                                            {"seed", 42}, {"fail_at_step", 500}, {"crash_at_step", 9}});
+  auto full = NormalizeParams("synthetic", {{"steps", 1000},
+                                            {"step_ms", 10},
+                                            {"checkpoint_every", 7},
+                                            {"seed", 42},
+                                            {"fail_at_step", 500},
+                                            {"crash_at_step", 9}});
   REQUIRE(full.ok());
   CHECK((*full)["fail_at_step"] == 500);
   CHECK((*full)["crash_at_step"] == 9);
-  for (const Json& bad : {Json{{"steps", 10}, {"step_ms", 60001}},
-                          Json{{"steps", 10}, {"seed", -1}},
-                          Json{{"steps", 10000001}},
-                          Json{{"steps", 10}, {"crash_at_step", 11}},
-                          Json{{"steps", true}},
-                          Json::array()}) {
+  for (const Json& bad :
+       {Json{{"steps", 10}, {"step_ms", 60001}}, Json{{"steps", 10}, {"seed", -1}},
+        Json{{"steps", 10000001}}, Json{{"steps", 10}, {"crash_at_step", 11}},
+        Json{{"steps", true}}, Json::array()}) {
     INFO(bad.dump());
     auto e = NormalizeParams("synthetic", bad);
     CHECK_FALSE(e.ok());
@@ -56,17 +58,15 @@ TEST_CASE("lora-sd params: every default, alpha follows rank", "[params]") {
   CHECK(p["adam_epsilon"] == 1e-8);
   CHECK(p.size() == 21);
   CHECK((*NormalizeParams("lora-sd", {{"steps", 20}}))["checkpoint_every"] == 20);
-  for (const Json& bad : {Json{{"steps", 10}, {"mixed_precision", "fp8"}},
-                          Json{{"steps", 10}, {"lr_scheduler", "step"}},
-                          Json{{"steps", 10}, {"prediction_type", "sample"}},
-                          Json{{"steps", 10}, {"learning_rate", 0}},
-                          Json{{"steps", 10}, {"learning_rate", 2}},
-                          Json{{"steps", 10}, {"rank", 0}},
-                          Json{{"steps", 10}, {"adam_beta1", 1.0}},
-                          Json{{"steps", 10}, {"warmup_steps", 11}},
-                          Json{{"steps", 10}, {"gradient_checkpointing", 1}},
-                          Json{{"steps", 10}, {"unknown", 1}},
-                          Json{{"batch_size", 2}}}) {
+  for (const Json& bad :
+       {Json{{"steps", 10}, {"mixed_precision", "fp8"}},
+        Json{{"steps", 10}, {"lr_scheduler", "step"}},
+        Json{{"steps", 10}, {"prediction_type", "sample"}},
+        Json{{"steps", 10}, {"learning_rate", 0}}, Json{{"steps", 10}, {"learning_rate", 2}},
+        Json{{"steps", 10}, {"rank", 0}}, Json{{"steps", 10}, {"adam_beta1", 1.0}},
+        Json{{"steps", 10}, {"warmup_steps", 11}},
+        Json{{"steps", 10}, {"gradient_checkpointing", 1}}, Json{{"steps", 10}, {"unknown", 1}},
+        Json{{"batch_size", 2}}}) {
     INFO(bad.dump());
     CHECK_FALSE(NormalizeParams("lora-sd", bad).ok());
   }

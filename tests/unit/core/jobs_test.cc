@@ -8,16 +8,15 @@ using namespace gleaner::testing;
 
 namespace {
 Json UnetConfig() {
-  return {{"block_out_channels", {32, 64}},
-          {"cross_attention_dim", 32},
-          {"layers_per_block", 1}};
+  return {{"block_out_channels", {32, 64}}, {"cross_attention_dim", 32}, {"layers_per_block", 1}};
 }
 // Announces and "PUTs" an upload; returns {uri, sha256}.
 std::pair<std::string, std::string> Upload(TestEnv& env, const std::string& dev,
                                            const std::string& name, const std::string& bytes,
                                            bool store = true) {
-  Resp r = env.Post("/v1/uploads", dev,
-                    {{"name", name}, {"size", int64_t(bytes.size())}, {"sha256", Sha256Hex(bytes)}});
+  Resp r =
+      env.Post("/v1/uploads", dev,
+               {{"name", name}, {"size", int64_t(bytes.size())}, {"sha256", Sha256Hex(bytes)}});
   REQUIRE(r.status == 201);
   if (store) env.StoreBlob(r.json["key"], bytes);
   return {r.json["uri"], Sha256Hex(bytes)};
@@ -27,8 +26,9 @@ std::pair<std::string, std::string> Upload(TestEnv& env, const std::string& dev,
 TEST_CASE("uploads: URI, sanitised key, PUT URL bound to size and sha256", "[jobs]") {
   TestEnv env;
   std::string dev = env.Developer();
-  Resp r = env.Post("/v1/uploads", dev,
-                    {{"name", "../my data set.safetensors"}, {"size", 42}, {"sha256", Sha256Hex("x")}});
+  Resp r =
+      env.Post("/v1/uploads", dev,
+               {{"name", "../my data set.safetensors"}, {"size", 42}, {"sha256", Sha256Hex("x")}});
   REQUIRE(r.status == 201);
   std::string key = r.json["key"];
   CHECK(key.rfind("uploads/u_", 0) == 0);
@@ -38,25 +38,25 @@ TEST_CASE("uploads: URI, sanitised key, PUT URL bound to size and sha256", "[job
   CHECK(url.find("m=PUT") != std::string::npos);
   CHECK(url.find("max=42") != std::string::npos);
   CHECK(url.find("sha=" + Sha256Hex("x")) != std::string::npos);
-  auto grant = env.coord.AuthorizeBlob("PUT", "/blobs/" + key, url.substr(url.find('?') + 1),
-                                       env.now_ms);
+  auto grant =
+      env.coord.AuthorizeBlob("PUT", "/blobs/" + key, url.substr(url.find('?') + 1), env.now_ms);
   REQUIRE(grant.ok());
   CHECK(grant->max_size == 42);
   CHECK(grant->sha256 == Sha256Hex("x"));
-  for (const Json& bad : {Json{{"name", "a"}, {"size", -1}, {"sha256", Sha256Hex("x")}},
-                          Json{{"name", "a"}, {"size", 1}, {"sha256", "xyz"}},
-                          Json{{"name", "a"}, {"size", 1}},
-                          Json{{"name", "a"}, {"size", 1}, {"sha256", Sha256Hex("x")}, {"x", 1}}}) {
+  for (const Json& bad :
+       {Json{{"name", "a"}, {"size", -1}, {"sha256", Sha256Hex("x")}},
+        Json{{"name", "a"}, {"size", 1}, {"sha256", "xyz"}}, Json{{"name", "a"}, {"size", 1}},
+        Json{{"name", "a"}, {"size", 1}, {"sha256", Sha256Hex("x")}, {"x", 1}}}) {
     CHECK(env.Post("/v1/uploads", dev, bad).status == 400);
   }
 }
 
-TEST_CASE("jobs: created pending with normalised params; the view has every field", "[jobs]") {
+TEST_CASE("jobs: created pending with normalised params - the view has every field", "[jobs]") {
   TestEnv env;
   std::string dev = env.Developer();
-  Resp r = env.Post("/v1/jobs", dev,
-                    {{"kind", "synthetic"}, {"params", {{"steps", 1000}, {"step_ms", 5}}},
-                     {"priority", 3}});
+  Resp r = env.Post(
+      "/v1/jobs", dev,
+      {{"kind", "synthetic"}, {"params", {{"steps", 1000}, {"step_ms", 5}}}, {"priority", 3}});
   REQUIRE(r.status == 201);
   const Json& j = r.json;
   CHECK(j["state"] == "pending");
@@ -73,7 +73,8 @@ TEST_CASE("jobs: created pending with normalised params; the view has every fiel
   CHECK(j["cost_usd"] == 0.0);
   CHECK(j["outputs"].empty());
   CHECK(j["created_at"] == core::FormatTime(env.now_ms));
-  CHECK(j["params"] == Json({{"steps", 1000}, {"step_ms", 5}, {"checkpoint_every", 100}, {"seed", 0}}));
+  CHECK(j["params"] ==
+        Json({{"steps", 1000}, {"step_ms", 5}, {"checkpoint_every", 100}, {"seed", 0}}));
   std::string id = j["id"];
   CHECK(id.size() == 18);
   CHECK(id.rfind("j_", 0) == 0);
@@ -82,7 +83,7 @@ TEST_CASE("jobs: created pending with normalised params; the view has every fiel
   CHECK(got.json == j);
 }
 
-TEST_CASE("jobs: another developer's job is 404; operators see everything", "[jobs]") {
+TEST_CASE("jobs: another developer's job is 404 - operators see everything", "[jobs]") {
   TestEnv env;
   std::string alice = env.Developer(), bob = env.Developer();
   std::string job = env.Submit(alice);
@@ -180,7 +181,8 @@ TEST_CASE("jobs: lora-sd needs uploads of the same developer with matching sha25
   CHECK(env.Post("/v1/jobs", dev, body(model_uri, data_sha, data_uri, data_sha)).status == 400);
   CHECK(env.Post("/v1/jobs", dev, body(model_uri, model_sha, pending_uri, pending_sha)).status ==
         409);
-  CHECK(env.Post("/v1/jobs", dev, body("https://x/y", model_sha, data_uri, data_sha)).status == 400);
+  CHECK(env.Post("/v1/jobs", dev, body("https://x/y", model_sha, data_uri, data_sha)).status ==
+        400);
   Json no_config = body(model_uri, model_sha, data_uri, data_sha);
   no_config["model"].erase("config");
   CHECK(env.Post("/v1/jobs", dev, no_config).status == 400);

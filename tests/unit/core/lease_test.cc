@@ -46,12 +46,15 @@ TEST_CASE("heartbeat extends the lease and records the segment", "[lease]") {
   CHECK(env.Scalar("SELECT step_done FROM jobs WHERE id = ?", {run.job}) == 20);
 }
 
-TEST_CASE("fencing: stale epoch, other node, expired lease and finished jobs get 409 and change "
-          "nothing", "[lease]") {
+TEST_CASE(
+    "fencing: stale epoch, other node, expired lease and finished jobs get 409 and change "
+    "nothing",
+    "[lease]") {
   TestEnv env;
   Running run = Start(env);
   NodeRef intruder = env.Node("intruder");
   const std::string base = "/v1/jobs/" + run.job;
+  env.Advance(10);  // so that any stray timestamp update would show
   std::string before = env.Snapshot();
   struct Case {
     const char* what;
@@ -61,16 +64,19 @@ TEST_CASE("fencing: stale epoch, other node, expired lease and finished jobs get
   for (const Case& c : {Case{"stale epoch", run.node, 7}, Case{"other node", intruder, 1}}) {
     INFO(c.what);
     CHECK(env.Heartbeat(c.node, run.job, c.epoch, 5).status == 409);
-    CHECK(env.Post(base + "/checkpoints", c.node.token, {{"epoch", c.epoch}, {"step", 10}}).status ==
-          409);
+    CHECK(
+        env.Post(base + "/checkpoints", c.node.token, {{"epoch", c.epoch}, {"step", 10}}).status ==
+        409);
     CHECK(env.Post(base + "/checkpoints/10/commit", c.node.token,
                    {{"epoch", c.epoch}, {"sha256", Sha256Hex("x")}, {"size", 1}})
               .status == 409);
-    CHECK(env.Post(base + "/outputs", c.node.token, {{"epoch", c.epoch}, {"name", "a.txt"}})
-              .status == 409);
+    CHECK(
+        env.Post(base + "/outputs", c.node.token, {{"epoch", c.epoch}, {"name", "a.txt"}}).status ==
+        409);
     CHECK(env.Post(base + "/complete", c.node.token,
                    {{"epoch", c.epoch},
-                    {"outputs", Json::array({{{"name", "a"}, {"sha256", Sha256Hex("")}, {"size", 0}}})}})
+                    {"outputs",
+                     Json::array({{{"name", "a"}, {"sha256", Sha256Hex("")}, {"size", 0}}})}})
               .status == 409);
     CHECK(env.Post(base + "/fail", c.node.token, {{"epoch", c.epoch}, {"reason", "x"}}).status ==
           409);
@@ -168,11 +174,11 @@ TEST_CASE("complete: outputs verified, segment closed, counters, result URLs", "
   const std::string base = "/v1/jobs/" + run.job;
   CHECK(env.Get(base + "/result", run.dev).status == 409);
   // Output not stored: 400, still running.
-  Resp missing = env.Post(base + "/complete", run.node.token,
-                          {{"epoch", 1},
-                           {"outputs", Json::array({{{"name", "chain.txt"},
-                                                     {"sha256", Sha256Hex("x")},
-                                                     {"size", 1}}})}});
+  Resp missing =
+      env.Post(base + "/complete", run.node.token,
+               {{"epoch", 1},
+                {"outputs",
+                 Json::array({{{"name", "chain.txt"}, {"sha256", Sha256Hex("x")}, {"size", 1}}})}});
   CHECK(missing.status == 400);
   CHECK(env.JobState(run.job) == "running");
   env.Advance(30);

@@ -16,7 +16,7 @@ Resp Tick(TestEnv& env) {
 }
 }  // namespace
 
-TEST_CASE("maintenance closes stalled segments; the job stays running and is claimed first",
+TEST_CASE("maintenance closes stalled segments - the job stays running and is claimed first",
           "[maintenance]") {
   TestEnv env;
   std::string dev = env.Developer();
@@ -37,8 +37,8 @@ TEST_CASE("maintenance closes stalled segments; the job stays running and is cla
   CHECK(env.JobState(job) == "running");
   Resp view = env.Get("/v1/jobs/" + job, dev);
   CHECK(view.json["stalled"] == true);
-  Rows seg = env.Query("SELECT end_reason, ended_at, started_at FROM segments WHERE job_id = ?",
-                       {job});
+  Rows seg =
+      env.Query("SELECT end_reason, ended_at, started_at FROM segments WHERE job_id = ?", {job});
   CHECK(seg.Get(0, "end_reason").AsText() == "stalled");
   CHECK(seg.Get(0, "ended_at").AsInt() == seg.Get(0, "started_at").AsInt());  // no heartbeat
   // A second tick finds nothing new.
@@ -68,8 +68,9 @@ TEST_CASE("autoscaler target = clamp(running + pending, min, max) recorded in sc
   CHECK(t.json["autoscaler"]["running"] == 1);
   CHECK(t.json["autoscaler"]["pending"] == 4);
   CHECK(t.json["autoscaler"]["target"] == 3);
-  Rows ev = env.Query("SELECT running, pending, target, min_nodes, max_nodes FROM scaling_events "
-                      "ORDER BY id");
+  Rows ev = env.Query(
+      "SELECT running, pending, target, min_nodes, max_nodes FROM scaling_events "
+      "ORDER BY id");
   REQUIRE(ev.rows.size() == 2);
   CHECK(ev.Get(1, "target").AsInt() == 3);
   CHECK(ev.Get(1, "min_nodes").AsInt() == 1);
@@ -81,8 +82,10 @@ TEST_CASE("autoscaler target = clamp(running + pending, min, max) recorded in sc
   CHECK(env.Post("/v1/admin/maintenance", dev).status == 403);
 }
 
-TEST_CASE("a node failing quarantine_failures jobs within the window is quarantined; restore "
-          "resets", "[maintenance]") {
+TEST_CASE(
+    "a node failing quarantine_failures jobs within the window is quarantined - restore "
+    "resets",
+    "[maintenance]") {
   TestEnv env;  // 3 failures within 3600 s
   std::string dev = env.Developer();
   NodeRef bad = env.Node("bad");
@@ -124,9 +127,10 @@ TEST_CASE("maintenance quarantines nodes whose failures are within the window on
   std::string dev = env.Developer();
   NodeRef n = env.Node("n");
   // Insert bans directly (as if the fail batches had run without the quarantine step).
-  env.Query("INSERT INTO job_bans (job_id, node_id, reason, at) VALUES ('j_1', ?, 'x', ?), "
-            "('j_2', ?, 'x', ?)",
-            {n.id, env.now_ms - 150000, n.id, env.now_ms - 50000});
+  env.Query(
+      "INSERT INTO job_bans (job_id, node_id, reason, at) VALUES ('j_1', ?, 'x', ?), "
+      "('j_2', ?, 'x', ?)",
+      {n.id, env.now_ms - 150000, n.id, env.now_ms - 50000});
   CHECK(Tick(env).json["quarantined"].empty());  // one inside the window
   env.Query("INSERT INTO job_bans (job_id, node_id, reason, at) VALUES ('j_3', ?, 'x', ?)",
             {n.id, env.now_ms - 10000});

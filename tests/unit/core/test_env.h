@@ -3,7 +3,6 @@
 #pragma once
 
 #include <catch2/catch.hpp>
-
 #include <memory>
 #include <string>
 #include <utility>
@@ -63,9 +62,9 @@ class TestEnv {
     db = std::move(opened).value();
     REQUIRE(core::Drive(coord.MigrationPlan(), *db).response().status == 200);
     operator_token = "glt_operator_token_for_tests";
-    REQUIRE(core::Drive(coord.BootstrapOperatorPlan(operator_token, now_ms), *db)
-                .response()
-                .status == 200);
+    REQUIRE(
+        core::Drive(coord.BootstrapOperatorPlan(operator_token, now_ms), *db).response().status ==
+        200);
   }
 
   core::Coordinator coord;
@@ -83,8 +82,7 @@ class TestEnv {
   }
 
   Resp Raw(const std::string& method, const std::string& target, const std::string& token,
-           const std::string& body,
-           std::vector<std::pair<std::string, std::string>> headers = {}) {
+           const std::string& body, std::vector<std::pair<std::string, std::string>> headers = {}) {
     core::HttpRequest req;
     req.method = method;
     size_t q = target.find('?');
@@ -167,20 +165,19 @@ class TestEnv {
   // Uploads (records as stored) and commits a checkpoint; returns the commit response.
   Resp Checkpoint(const NodeRef& node, const std::string& job, int64_t epoch, int64_t step,
                   const std::string& content = "") {
-    Resp url = Post("/v1/jobs/" + job + "/checkpoints", node.token,
-                    {{"epoch", epoch}, {"step", step}});
+    Resp url =
+        Post("/v1/jobs/" + job + "/checkpoints", node.token, {{"epoch", epoch}, {"step", step}});
     if (url.status != 200) return url;
     std::string bytes = content.empty() ? "ckpt-" + job + "-" + std::to_string(step) : content;
     StoreBlob(url.json["key"].get<std::string>(), bytes);
-    return Post("/v1/jobs/" + job + "/checkpoints/" + std::to_string(step) + "/commit",
-                node.token,
+    return Post("/v1/jobs/" + job + "/checkpoints/" + std::to_string(step) + "/commit", node.token,
                 {{"epoch", epoch}, {"sha256", Sha256Hex(bytes)}, {"size", int64_t(bytes.size())}});
   }
 
   // Uploads one output and completes the job.
   Resp Complete(const NodeRef& node, const std::string& job, int64_t epoch) {
-    Resp url = Post("/v1/jobs/" + job + "/outputs", node.token,
-                    {{"epoch", epoch}, {"name", "chain.txt"}});
+    Resp url =
+        Post("/v1/jobs/" + job + "/outputs", node.token, {{"epoch", epoch}, {"name", "chain.txt"}});
     if (url.status != 200) return url;
     std::string bytes = "chain of " + job + "\n";
     StoreBlob(url.json["key"].get<std::string>(), bytes);
@@ -192,10 +189,10 @@ class TestEnv {
   }
 
   void StoreBlob(const std::string& key, const std::string& bytes) {
-    REQUIRE(core::Drive(coord.BlobStoredPlan(key, int64_t(bytes.size()), Sha256Hex(bytes), now_ms),
-                        *db)
-                .response()
-                .status == 204);
+    REQUIRE(
+        core::Drive(coord.BlobStoredPlan(key, int64_t(bytes.size()), Sha256Hex(bytes), now_ms), *db)
+            .response()
+            .status == 204);
   }
 
   Rows Query(const std::string& sql, std::vector<SqlValue> params = {}) {
@@ -226,8 +223,9 @@ class TestEnv {
       out += std::string("#") + t + "\n";
       for (const auto& row : r.rows) {
         for (const SqlValue& v : row) {
-          out += v.is_null() ? "NULL" : v.type() == SqlValue::Type::kText ? v.AsText()
-                                                                         : std::to_string(v.AsReal());
+          out += v.is_null()                         ? "NULL"
+                 : v.type() == SqlValue::Type::kText ? v.AsText()
+                                                     : std::to_string(v.AsReal());
           out += "|";
         }
         out += "\n";

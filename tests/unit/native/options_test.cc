@@ -1,0 +1,155 @@
+#include "coordinator/native/options.h"
+
+#include <catch2/catch.hpp>
+#include <map>
+
+using namespace gleaner;
+using namespace gleaner::native;
+
+namespace {
+
+struct World {
+  std::map<std::string, std::string> env;
+  std::map<std::string, std::string> files;
+  Result<ServeOptions> Parse(std::vector<std::string> args) {
+    return ParseServeOptions(
+        args,
+        [this](const std::string& n) -> const char* {
+          auto it = env.find(n);
+          return it == env.end() ? nullptr : it->second.c_str();
+        },
+        [this](const std::string& p) -> Result<std::string> {
+          auto it = files.find(p);
+          if (it == files.end()) return Status::NotFound("no such file");
+          return it->second;
+        });
+  }
+};
+
+const std::vector<std::string> kRequired = {"--db", "x.db", "--data-dir", "d"};
+
+std::vector<std::string> With(std::vector<std::string> extra) {
+  std::vector<std::string> a = kRequired;
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("defaults and derived values", "[options]") {
+  World w;
+  auto o = w.Parse(kRequired);
+  REQUIRE(o.ok());
+  CHECK(o->db == "x.db");
+  CHECK(o->listen_host == "127.0.0.1");
+  CHECK(o->listen_port == 8080);
+  CHECK(o->core.heartbeat_interval_s == 30);
+  CHECK(o->core.stall_after_s == 60);
+  CHECK(o->maintenance_period_s == 60);
+  CHECK(o->core.public_url == "http://127.0.0.1:8080");
+  CHECK_FALSE(o->public_url_set);
+  CHECK(o->core.s3.path_style);
+  // stall-after follows a changed interval unless set itself.
+  o = w.Parse(With({"--heartbeat-interval", "0.25"}));
+  REQUIRE(o.ok());
+  CHECK(o->core.heartbeat_interval_s == 0.25);
+  CHECK(o->core.stall_after_s == 0.5);
+}
+
+TEST_CASE("every source: flag > env > config file > default", "[options]") {
+  World w;
+  w.files["c.conf"] =
+      "# comment\n\nheartbeat-interval = 10\nstall-after=100  # trailing comment\n"
+      "min-nodes = 2\nmax-nodes = 9\ns3-virtual-hosted = true\nlisten = 0.0.0.0:9000\n";
+  w.env["GLEANER_CONFIG"] = "c.conf";
+  w.env["GLEANER_STALL_AFTER"] = "50";
+  w.env["GLEANER_MAX_NODES"] = "7";
+  w.env["AWS_ACCESS_KEY_ID"] = "AKID";
+  w.env["AWS_SECRET_ACCESS_KEY"] = "SECRET";
+  auto o = w.Parse(With({"--max-nodes=5", "--public-url", "https://c.example/", "--s3-endpoint",
+                         "http://127.0.0.1:4568", "--s3-bucket", "b"}));
+  INFO(o.status().ToString());
+  REQUIRE(o.ok());
+  CHECK(o->core.heartbeat_interval_s == 10);  // file
+  CHECK(o->core.stall_after_s == 50);         // env over file
+  CHECK(o->core.autoscale_min == 2);          // file
+  CHECK(o->core.autoscale_max == 5);          // flag over env over file
+  CHECK(o->listen_host == "0.0.0.0");
+  CHECK(o->listen_port == 9000);
+  CHECK(o->core.public_url == "https://c.example");
+  CHECK(o->public_url_set);
+  CHECK_FALSE(o->core.s3.path_style);
+  CHECK(o->core.s3.endpoint == "http://127.0.0.1:4568");
+  CHECK(o->core.s3.bucket == "b");
+  CHECK(o->core.s3.access_key_id == "AKID");
+  CHECK(o->core.s3.secret_access_key == "SECRET");
+  // --config on the command line wins over GLEANER_CONFIG.
+  w.files["d.conf"] = "heartbeat-interval = 4\n";
+  o = w.Parse(With({"--config", "d.conf"}));
+  REQUIRE(o.ok());
+  CHECK(o->core.heartbeat_interval_s == 4);
+}
+
+TEST_CASE("boolean flags without a value mean true", "[options]") {
+  World w;
+  auto o = w.Parse(With({"--s3-virtual-hosted", "--threads", "8"}));
+  REQUIRE(o.ok());
+  CHECK_FALSE(o->core.s3.path_style);
+  CHECK(o->threads == 8);
+  o = w.Parse(With({"--s3-virtual-hosted", "false"}));
+  REQUIRE(o.ok());
+  CHECK(o->core.s3.path_style);
+}
+
+TEST_CASE("bad input is one clear error naming the setting", "[options]") {
+  World w;
+  w.files["bad.conf"] = "heartbeat-interval = 10\nnonsense\n";
+  w.files["unknown.conf"] = "frobs = 1\n";
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect;
+  };
+  std::vector<Case> cases = {
+      {{"--data-dir", "d"}, "--db is required"},
+      {{"--db", "x"}, "--data-dir is required"},
+      {With({"--nope"}), "unknown flag --nope"},
+      {With({"positional"}), "unexpected argument"},
+      {With({"--heartbeat-interval"}), "needs a value"},
+      {With({"--heartbeat-interval", "soon"}),
+       "--heartbeat-interval: expected a non-negative number"},
+      {With({"--heartbeat-interval", "-1"}), "--heartbeat-interval"},
+      {With({"--heartbeat-interval", "nan"}), "--heartbeat-interval"},
+      {With({"--min-nodes", "1.5"}), "--min-nodes: expected a non-negative integer"},
+      {With({"--listen", "localhost"}), "--listen: expected HOST:PORT"},
+      {With({"--listen", "h:70000"}), "port must be in"},
+      {With({"--maintenance-period", "0"}), "--maintenance-period"},
+      {With({"--threads", "0"}), "--threads"},
+      {With({"--log-level", "loud"}), "--log-level"},
+      {With({"--s3-virtual-hosted=maybe"}), "true or false"},
+      {With({"--config", "missing.conf"}), "cannot read config file missing.conf"},
+      {With({"--config", "bad.conf"}), "bad.conf:2"},
+      {With({"--config", "unknown.conf"}), "unknown setting 'frobs'"},
+  };
+  for (const Case& c : cases) {
+    auto o = w.Parse(c.args);
+    REQUIRE_FALSE(o.ok());
+    INFO(o.status().message());
+    CHECK(o.status().code() == Code::kInvalidArgument);
+    CHECK(o.status().message().find(c.expect) != std::string::npos);
+    CHECK(o.status().message().find('\n') == std::string::npos);
+  }
+  w.env["GLEANER_HEARTBEAT_INTERVAL"] = "x";
+  auto o = w.Parse(kRequired);
+  REQUIRE_FALSE(o.ok());
+  CHECK(o.status().message().find("GLEANER_HEARTBEAT_INTERVAL") != std::string::npos);
+}
+
+TEST_CASE("usage lists every setting", "[options]") {
+  std::string usage = ServeUsage();
+  for (const char* flag :
+       {"--db", "--listen", "--data-dir", "--config", "--heartbeat-interval", "--stall-after",
+        "--maintenance-period", "--public-url", "--s3-endpoint", "--s3-bucket", "--s3-region",
+        "--s3-virtual-hosted", "--min-nodes", "--max-nodes", "--port-file", "--threads"}) {
+    CHECK(usage.find(flag) != std::string::npos);
+  }
+}
