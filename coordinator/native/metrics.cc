@@ -81,7 +81,7 @@ std::string MetricsRegistry::Text() const {
       "# HELP gleaner_process_start_time_seconds Start time of this coordinator process.\n"
       "# TYPE gleaner_process_start_time_seconds gauge\n"
       "gleaner_process_start_time_seconds " +
-      Fmt(start_time_s_) + "\n";
+      std::to_string(int64_t(start_time_s_)) + "\n";
   static const char* kProtocol[][2] = {
       {"claims", "Jobs handed out by POST /v1/work."},
       {"claims_empty", "POST /v1/work answered 204 (nothing to do)."},

@@ -135,6 +135,19 @@ TEST_CASE("gleaner CLI: upload, submit --wait, status, logs, download, report, n
   CHECK(q.code == 0);
   CHECK(q.out == agent.NodeId() + " quarantined\n");
 
+  // /metrics: the core's gauges and this process's counters, one job claimed and completed.
+  HttpResult metrics = fleet.coordinator().OperatorClient().Get("/metrics");
+  REQUIRE(metrics.status == 200);
+  const std::string& m = metrics.body;
+  CHECK(m.find("gleaner_jobs{state=\"completed\"} 1\n") != std::string::npos);
+  CHECK(m.find("gleaner_claims_total 1\n") != std::string::npos);
+  CHECK(m.find("gleaner_completions_total 1\n") != std::string::npos);
+  CHECK(m.find("gleaner_checkpoint_commits_total 0\n") == std::string::npos);
+  CHECK(m.find("gleaner_http_request_duration_seconds_count{route=\"/v1/work\",method=\"POST\"}") !=
+        std::string::npos);
+  CHECK(m.find("route=\"/v1/jobs/{id}/complete\",method=\"POST\",status=\"200\"} 1\n") !=
+        std::string::npos);
+
   // Errors: one line on stderr, documented exit codes.
   CliResult conflict = cli.Run(dev, {"cancel", id});
   CHECK(conflict.code == 2);

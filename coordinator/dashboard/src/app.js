@@ -97,9 +97,14 @@ function plot(id, opts, data) {
 }
 
 const bars = () => uPlot.paths.bars({ size: [0.7, 60] });
+// Small amounts (USD per step is often micro-dollars) in a readable short form.
+const short = (v) => (v === 0 ? "0" : Math.abs(v) < 0.01 ? v.toExponential(2) : v.toPrecision(3));
+const usdAxis = (label) => ({ label, size: 60, values: (u, splits) => splits.map(short) });
+// An x axis of categories 0..n-1, at most ~8 labels.
 function indexAxis(labels) {
+  const every = Math.max(1, Math.ceil(labels.length / 8));
   return { values: (u, splits) => splits.map((i) => (Number.isInteger(i) && labels[i] != null ? labels[i] : "")),
-           splits: () => labels.map((_, i) => i) };
+           splits: () => labels.map((_, i) => i).filter((i) => i % every === 0) };
 }
 
 function drawQueue(q) {
@@ -124,7 +129,7 @@ function drawAutoscaler(a) {
 }
 
 function drawHistogram(h) {
-  const labels = h.bins.map((b) => ((b.lo + b.hi) / 2).toPrecision(2));
+  const labels = h.bins.map((b) => short((b.lo + b.hi) / 2));
   plot("chart-histogram", {
     scales: { x: { time: false, range: [-0.5, h.bins.length - 0.5] } },
     axes: [{ ...indexAxis(labels), label: "USD per step (bin centre)" }, { label: "jobs" }],
@@ -138,7 +143,7 @@ function drawGpu(r) {
   const g = r.groups;
   plot("chart-gpu", {
     scales: { x: { time: false, range: [-0.5, Math.max(1, g.length) - 0.5] } },
-    axes: [indexAxis(g.map((x) => x.key)), { label: "USD" }],
+    axes: [indexAxis(g.map((x) => x.key)), usdAxis("USD")],
     series: [{ label: "gpu" },
              { label: "cost", fill: "#2f6fde88", stroke: "#2f6fde", paths: bars(),
                points: { show: false } },
@@ -261,6 +266,8 @@ function drawTimeline() {
   const X = (t) => 10 + ((t - t0) / (t1 - t0)) * (w - 20);
   const y = 40, bh = 40;
   g.font = "12px system-ui, sans-serif";
+  // Text kept inside the canvas.
+  const label = (text, x, ty) => g.fillText(text, Math.max(2, Math.min(x, w - 2 - g.measureText(text).width)), ty);
   for (const sp of spans) {
     if (sp.kind === "queue") {
       g.fillStyle = "#d7dbe3";
@@ -271,7 +278,7 @@ function drawTimeline() {
     g.fillStyle = nodeColor(s.node_id);
     g.fillRect(X(sp.from), y, Math.max(2, X(sp.to) - X(sp.from)), bh);
     g.fillStyle = "#1d2330";
-    g.fillText(`${s.gpu} · steps ${s.step_start}→${s.step_end}`, X(sp.from) + 2, y - 6);
+    label(`${s.gpu} · steps ${s.step_start}→${s.step_end}`, X(sp.from) + 2, y - 6);
     const a = ts(s.first_heartbeat_at), b = ts(s.last_heartbeat_at);
     g.strokeStyle = "#1d2330";
     for (let i = 0; i < s.heartbeats && a != null; i++) {
@@ -281,7 +288,7 @@ function drawTimeline() {
     if (s.end_reason && s.end_reason !== "completed") {
       g.fillStyle = "#c93c3c";
       g.fillRect(X(sp.to) - 2, y - 4, 4, bh + 8);
-      g.fillText(s.end_reason, X(sp.to) + 3, y + bh + 22);
+      label(s.end_reason, X(sp.to) + 3, y + bh + 22);
     }
   }
   g.fillStyle = "#6b7385";
