@@ -1,58 +1,155 @@
 #!/usr/bin/env bash
-# The main job: installs what is needed, builds, and runs a local coordinator on an embedded
-# SQLite file, then shows how to reach it. (Later stages add agents, real jobs and a cost report.)
-#   bash infra/demo.sh          # runs until Ctrl-C
-#   bash infra/demo.sh --once   # smoke run: start, exercise the API, stop, exit 0
+# The main job, on one machine: a coordinator on SQLite, two local agents, a handful of
+# synthetic training jobs submitted over HTTP, one agent interrupted (SIGTERM) and restarted,
+# every job completed and its result verified against an uninterrupted run, and the per-step
+# cost report printed at the end.
+#   bash infra/demo.sh              install, build, run
+#   bash infra/demo.sh --no-build   run with the binaries already in build/bin
+# Environment: GLEANER_DEMO_JOBS (6), GLEANER_DEMO_STEPS (150), GLEANER_DEMO_KEEP=1 keeps the
+# working directory.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-once=0
-[ "${1:-}" = "--once" ] && once=1
-
-bash "$root/infra/deps.sh"
-bash "$root/infra/build.sh"
-
-data="$root/build/demo-data"
-mkdir -p "$data"
-token=${GLEANER_OPERATOR_TOKEN:-$(openssl rand -hex 24)}
-port_file="$data/port"
-rm -f "$port_file"
-
-GLEANER_OPERATOR_TOKEN="$token" "$root/build/bin/gleaner-coordinator" serve \
-  --db "$data/gleaner.db" --data-dir "$data" --listen "127.0.0.1:${GLEANER_DEMO_PORT:-0}" \
-  --port-file "$port_file" 2>>"$data/coordinator.log" &
-pid=$!
-trap 'kill -TERM $pid 2>/dev/null || true; wait $pid 2>/dev/null || true' EXIT INT TERM
-
-for _ in $(seq 1 100); do
-  [ -s "$port_file" ] && break
-  kill -0 $pid 2>/dev/null || { echo "demo: the coordinator failed to start:"; tail -n 5 "$data/coordinator.log"; exit 1; }
-  sleep 0.1
-done
-[ -s "$port_file" ] || { echo "demo: the coordinator did not start in 10 s"; exit 1; }
-url="http://127.0.0.1:$(cat "$port_file")"
-
-json_field() { sed -n "s/.*\"$1\":\"\\([^\"]*\\)\".*/\\1/p"; }
-
-echo "== gleaner coordinator is up at $url (database $data/gleaner.db, logs $data/coordinator.log)"
-curl -fsS "$url/healthz"; echo
-dev=$(curl -fsS -H "Authorization: Bearer $token" -d '{"role":"developer","name":"demo"}' \
-  "$url/v1/keys" | json_field token)
-echo "== created a developer key; submitting a synthetic job:"
-curl -fsS -H "Authorization: Bearer $dev" -H 'Content-Type: application/json' \
-  -d '{"kind":"synthetic","params":{"steps":100,"checkpoint_every":10}}' "$url/v1/jobs"; echo
-
-cat <<EOT
-
-Operator token: $token
-Developer token: $dev
-Try:
-  curl -H 'Authorization: Bearer $dev' $url/v1/jobs
-  curl -H 'Authorization: Bearer $token' $url/v1/nodes
-  curl -H 'Authorization: Bearer $token' '$url/v1/reports/cost?group_by=job&format=csv'
-EOT
-
-if [ $once = 1 ]; then
-  exit 0
+if [ "${1:-}" != "--no-build" ]; then
+  bash "$root/infra/deps.sh"
+  bash "$root/infra/build.sh"
 fi
-echo "(Ctrl-C stops the coordinator)"
-wait $pid
+bin="$root/build/bin"
+jobs_n=${GLEANER_DEMO_JOBS:-6}
+steps=${GLEANER_DEMO_STEPS:-150}
+step_ms=20
+every=25
+work=$(mktemp -d "${TMPDIR:-/tmp}/gleaner-demo-XXXXXX")
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if [ "${GLEANER_DEMO_KEEP:-0}" = 1 ]; then echo "demo: kept $work"; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+say() { printf '\033[1mdemo:\033[0m %s\n' "$*"; }
+
+# 1. Coordinator on an embedded SQLite file, on a free port.
+export GLEANER_OPERATOR_TOKEN="op_demo_$(openssl rand -hex 16)"
+"$bin/gleaner-coordinator" serve --db "$work/gleaner.db" --data-dir "$work/data" \
+  --listen 127.0.0.1:0 --port-file "$work/port" --heartbeat-interval 0.5 \
+  --maintenance-period 0.5 --retry-after 1 2>"$work/coordinator.log" &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
+[ -s "$work/port" ] || { say "coordinator did not start"; cat "$work/coordinator.log"; exit 1; }
+url="http://127.0.0.1:$(cat "$work/port")"
+say "coordinator on $url (SQLite: $work/gleaner.db)"
+
+api() {  # api TOKEN METHOD PATH [JSON]
+  local token=$1 method=$2 path=$3 body=${4:-}
+  if [ -n "$body" ]; then
+    curl -sS -f -X "$method" -H "Authorization: Bearer $token" \
+      -H 'Content-Type: application/json' -d "$body" "$url$path"
+  else
+    curl -sS -f -X "$method" -H "Authorization: Bearer $token" "$url$path"
+  fi
+}
+op=$GLEANER_OPERATOR_TOKEN
+dev=$(api "$op" POST /v1/keys '{"role":"developer","name":"demo-developer"}' | jq -r .token)
+enroll=$(api "$op" POST /v1/keys '{"role":"enroll","name":"demo-enroll"}' | jq -r .token)
+api "$op" PUT /v1/prices '{"gpu":"cpu","usd_per_hour":0.12}' >/dev/null
+say "keys created; price of a 'cpu' node: \$0.12/hour"
+
+# 2. Jobs, submitted over HTTP like a developer would.
+ids=()
+for i in $(seq 1 "$jobs_n"); do
+  body=$(jq -nc --argjson seed "$((4200 + i))" --argjson steps "$steps" \
+    --argjson ms "$step_ms" --argjson every "$every" \
+    '{kind:"synthetic",params:{steps:$steps,step_ms:$ms,checkpoint_every:$every,seed:$seed}}')
+  ids+=("$(api "$dev" POST /v1/jobs "$body" | jq -r .id)")
+done
+say "submitted $jobs_n synthetic jobs ($steps steps of ${step_ms} ms, checkpoint every $every)"
+
+# 3. Two agents, each with its own state dir and machine id.
+start_agent() {  # name; sets agent_pid
+  GLEANER_MACHINE_ID="demo-$1" "$bin/gleaner-agent" --coordinator "$url" \
+    --enroll-token "$enroll" --state-dir "$work/agent-$1" --max-poll-interval 0.5 \
+    >>"$work/agent-$1.log" 2>&1 &
+  agent_pid=$!
+  pids+=("$agent_pid")
+}
+start_agent a; agent_a=$agent_pid
+start_agent b; agent_b=$agent_pid
+say "agents a (pid $agent_a) and b (pid $agent_b) started; logs in $work/agent-*.log"
+
+node_of() { jq -r '.node_id // empty' "$work/agent-$1/identity.json" 2>/dev/null || true; }
+jobs_json() { api "$dev" GET "/v1/jobs?limit=100"; }
+show() {  # one line: counts, and every running job with its step and agent
+  local j na nb
+  j=$(jobs_json); na=$(node_of a); nb=$(node_of b)
+  jq -r --arg na "$na" --arg nb "$nb" '
+    [.jobs[] | select(.state == "completed")] | length | "completed \(.)" ' <<<"$j" | tr '\n' ' '
+  jq -r --arg na "$na" --arg nb "$nb" '
+    [.jobs[] | select(.state == "running") | "\(.id[0:10]) \(.step)/\(.steps) on " +
+      (if .node_id == $na then "a" elif .node_id == $nb then "b" else "?" end)] |
+    "| running: " + (if length == 0 then "-" else join(", ") end)' <<<"$j" | tr '\n' ' '
+  jq -r '[.jobs[] | select(.state == "pending")] | length | "| pending \(.)"' <<<"$j"
+}
+all_done() {
+  [ "$(jobs_json | jq '[.jobs[] | select(.state != "completed" and .state != "failed")] | length')" = 0 ]
+}
+# Running job of agent NAME with step within [lo, hi], or nothing.
+mid_job_of() {
+  jobs_json | jq -r --arg n "$(node_of "$1")" --argjson lo "$2" --argjson hi "$3" \
+    '[.jobs[] | select(.state == "running" and .node_id == $n and .step >= $lo and .step <= $hi)
+      | .id][0] // empty'
+}
+
+# 4. Let them work; interrupt agent a in the middle of a job (a platform interruption: SIGTERM),
+#    restart it a little later.
+target=""
+for _ in $(seq 1 120); do
+  sleep 0.5
+  show
+  target=$(mid_job_of a $((steps / 4)) $((steps * 3 / 4)))
+  [ -n "$target" ] && break
+done
+[ -n "$target" ] || { say "agent a never got a job"; exit 1; }
+say "SIGTERM to agent a while it trains $target: it checkpoints, uploads, commits, releases"
+kill -TERM "$agent_a"
+if wait "$agent_a"; then say "agent a exited cleanly (status 0)"; else say "agent a exited with $?"; fi
+grep -h "released at step" "$work/agent-a.log" | sed 's/^/    /' || true
+for _ in 1 2 3 4; do sleep 0.5; show; done
+start_agent a; agent_a=$agent_pid
+say "agent a restarted (pid $agent_a)"
+for _ in $(seq 1 360); do
+  all_done && break
+  sleep 1
+  show
+done
+all_done || { say "jobs did not finish in time"; exit 1; }
+
+# 5. Verify every result against an uninterrupted local run of the same job.
+ok=0
+for id in "${ids[@]}"; do
+  job=$(api "$dev" GET "/v1/jobs/$id")
+  state=$(jq -r .state <<<"$job")
+  out_url=$(api "$dev" GET "/v1/jobs/$id/result" | jq -r '.outputs[] | select(.name=="chain.txt") | .url')
+  got=$(curl -sS -f "$out_url")
+  ref="$work/ref-$id"
+  mkdir -p "$ref"
+  jq -c '{job_id:.id,kind:.kind,params:.params}' <<<"$job" >"$ref/SPEC.json"
+  "$bin/gleaner-train" run --spec "$ref/SPEC.json" --work-dir "$ref" >/dev/null 2>&1
+  want=$(cat "$ref/output/chain.txt")
+  leases=$(api "$dev" GET "/v1/jobs/$id/events" | jq -r '[.segments[] | "\(.step_start)->\(.step_end) \(.end_reason)"] | join(", ")')
+  if [ "$state" = completed ] && [ "$got" = "$want" ]; then
+    ok=$((ok + 1)); verdict=OK
+  else
+    verdict=MISMATCH
+  fi
+  printf '  %s %-9s chain %s…  %-8s leases: %s\n' "$id" "$state" "${got:0:16}" "$verdict" "$leases"
+done
+say "$ok of ${#ids[@]} jobs completed with the exact chain of an uninterrupted run"
+
+# 6. What every training step cost.
+say "cost report by job (GET /v1/reports/cost?group_by=job&format=csv)"
+api "$op" GET "/v1/reports/cost?group_by=job&format=csv" | column -s, -t 2>/dev/null ||
+  api "$op" GET "/v1/reports/cost?group_by=job&format=csv"
+say "by node"
+api "$op" GET "/v1/reports/cost?group_by=node&format=csv" | column -s, -t 2>/dev/null ||
+  api "$op" GET "/v1/reports/cost?group_by=node&format=csv"
+[ "$ok" = "${#ids[@]}" ]

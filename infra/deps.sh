@@ -9,7 +9,7 @@ packages=(
   wasi-libc libc++-14-dev-wasm32 libc++abi-14-dev-wasm32 libclang-rt-14-dev-wasm32
   libcpp-httplib-dev libsqlitecpp-dev libsqlite3-dev sqlite3 libssl-dev openssl
   libcurl4-openssl-dev nlohmann-json3-dev catch2 libtorch-dev
-  nodejs npm
+  nodejs npm jq bsdextrautils
   chromium
 )
 missing=()
@@ -46,4 +46,11 @@ have=$(cd "$dash" && node -e 'const v=n=>{try{return require("./node_modules/"+n
 if [ "$want" != "$have" ]; then
   echo "deps: npm ci in coordinator/dashboard/ (uplot + playwright-core: $want)"
   (cd "$dash" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+fi
+# A local S3-compatible server (s3rver) for the agent's S3 end-to-end test, pinned by
+# tests/s3/package-lock.json.
+s3dir="$(cd "$(dirname "$0")/.." && pwd)/tests/s3"
+if [ -f "$s3dir/package-lock.json" ] && [ ! -x "$s3dir/node_modules/.bin/s3rver" ]; then
+  echo "deps: installing s3rver (npm ci in tests/s3)"
+  (cd "$s3dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi

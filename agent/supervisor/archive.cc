@@ -10,6 +10,7 @@
 
 #include "agent/train/common/checkpoint_dir.h"
 #include "agent/train/common/files.h"
+#include "shared/sha256.h"
 
 namespace gleaner::agent {
 namespace {
@@ -30,7 +31,8 @@ class Fd {
   int fd_;
 };
 
-Status WriteAllFd(int fd, const void* data, size_t len) {
+Status WriteAllFd(int fd, const void* data, size_t len, Sha256* h = nullptr) {
+  if (h != nullptr) h->Update(data, len);
   const char* p = static_cast<const char*>(data);
   while (len > 0) {
     ssize_t n = write(fd, p, len);
@@ -42,9 +44,10 @@ Status WriteAllFd(int fd, const void* data, size_t len) {
   return Status::Ok();
 }
 
-// Reads exactly len bytes; kCorruption on a short file.
-Status ReadExact(int fd, void* data, size_t len) {
+// Reads exactly len bytes (hashing them when h is set); kCorruption on a short file.
+Status ReadExact(int fd, void* data, size_t len, Sha256* h = nullptr) {
   char* p = static_cast<char*>(data);
+  size_t total = len;
   while (len > 0) {
     ssize_t n = read(fd, p, len);
     if (n < 0 && errno == EINTR) continue;
@@ -53,6 +56,7 @@ Status ReadExact(int fd, void* data, size_t len) {
     p += n;
     len -= size_t(n);
   }
+  if (h != nullptr) h->Update(data, total);
   return Status::Ok();
 }
 
@@ -66,7 +70,7 @@ uint64_t GetLe(const unsigned char* p, int bytes) {
   return v;
 }
 
-Status CopyFileInto(int out, const std::string& path, int64_t size) {
+Status CopyFileInto(int out, const std::string& path, int64_t size, Sha256* h) {
   Fd in(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (in.get() < 0) return Status::Io("open " + path + ": " + strerror(errno));
   std::vector<char> buf(1 << 16);
@@ -74,7 +78,7 @@ Status CopyFileInto(int out, const std::string& path, int64_t size) {
   while (left > 0) {
     size_t want = size_t(std::min<int64_t>(left, int64_t(buf.size())));
     GLEANER_RETURN_IF_ERROR(ReadExact(in.get(), buf.data(), want));
-    GLEANER_RETURN_IF_ERROR(WriteAllFd(out, buf.data(), want));
+    GLEANER_RETURN_IF_ERROR(WriteAllFd(out, buf.data(), want, h));
     left -= int64_t(want);
   }
   return Status::Ok();
@@ -102,26 +106,32 @@ Result<CheckpointManifest> PackCheckpoint(const std::string& dir, const std::str
     std::string header(kMagic, sizeof kMagic);
     PutLe(&header, kVersion, 4);
     PutLe(&header, entries.size(), 4);
-    GLEANER_RETURN_IF_ERROR(WriteAllFd(out.get(), header.data(), header.size()));
+    Sha256 hash;
+    GLEANER_RETURN_IF_ERROR(WriteAllFd(out.get(), header.data(), header.size(), &hash));
     for (const Entry& e : entries) {
       std::string h;
       PutLe(&h, e.name.size(), 2);
       h += e.name;
       PutLe(&h, uint64_t(e.size), 8);
-      GLEANER_RETURN_IF_ERROR(WriteAllFd(out.get(), h.data(), h.size()));
-      GLEANER_RETURN_IF_ERROR(CopyFileInto(out.get(), files::Join(dir, e.name), e.size));
+      GLEANER_RETURN_IF_ERROR(WriteAllFd(out.get(), h.data(), h.size(), &hash));
+      GLEANER_RETURN_IF_ERROR(CopyFileInto(out.get(), files::Join(dir, e.name), e.size, &hash));
     }
+    Digest digest = hash.Finish();
+    GLEANER_RETURN_IF_ERROR(WriteAllFd(out.get(), digest.data(), digest.size()));
     if (fsync(out.get()) != 0) return Status::Io("fsync " + tmp + ": " + strerror(errno));
   }
   GLEANER_RETURN_IF_ERROR(files::RenameDurable(tmp, archive));
   return m;
 }
 
-Result<CheckpointManifest> UnpackCheckpoint(const std::string& archive, const std::string& dir) {
+namespace {
+
+Result<CheckpointManifest> UnpackInto(const std::string& archive, const std::string& dir) {
   Fd in(open(archive.c_str(), O_RDONLY | O_CLOEXEC));
   if (in.get() < 0) return Status::Io("open " + archive + ": " + strerror(errno));
   unsigned char header[16];
-  GLEANER_RETURN_IF_ERROR(ReadExact(in.get(), header, sizeof header));
+  Sha256 hash;
+  GLEANER_RETURN_IF_ERROR(ReadExact(in.get(), header, sizeof header, &hash));
   if (std::memcmp(header, kMagic, sizeof kMagic) != 0) {
     return Status::Corruption("not a checkpoint archive (bad magic)");
   }
@@ -141,17 +151,17 @@ Result<CheckpointManifest> UnpackCheckpoint(const std::string& archive, const st
   std::vector<char> buf(1 << 16);
   for (uint32_t i = 0; i < count; ++i) {
     unsigned char len_bytes[2];
-    GLEANER_RETURN_IF_ERROR(ReadExact(in.get(), len_bytes, 2));
+    GLEANER_RETURN_IF_ERROR(ReadExact(in.get(), len_bytes, 2, &hash));
     size_t name_len = size_t(GetLe(len_bytes, 2));
     if (name_len == 0 || name_len > 255) return Status::Corruption("bad entry name length");
     std::string name(name_len, '\0');
-    GLEANER_RETURN_IF_ERROR(ReadExact(in.get(), &name[0], name_len));
+    GLEANER_RETURN_IF_ERROR(ReadExact(in.get(), &name[0], name_len, &hash));
     if (name.find('/') != std::string::npos || name.find('\0') != std::string::npos ||
         name == "." || name == ".." || !seen.insert(name).second) {
       return Status::Corruption("bad or repeated entry name in checkpoint archive");
     }
     unsigned char size_bytes[8];
-    GLEANER_RETURN_IF_ERROR(ReadExact(in.get(), size_bytes, 8));
+    GLEANER_RETURN_IF_ERROR(ReadExact(in.get(), size_bytes, 8, &hash));
     uint64_t size = GetLe(size_bytes, 8);
     if (size > (uint64_t(1) << 46)) return Status::Corruption("entry size out of range");
     std::string path = files::Join(tmp, name);
@@ -160,11 +170,17 @@ Result<CheckpointManifest> UnpackCheckpoint(const std::string& archive, const st
     uint64_t left = size;
     while (left > 0) {
       size_t want = size_t(std::min<uint64_t>(left, buf.size()));
-      GLEANER_RETURN_IF_ERROR(ReadExact(in.get(), buf.data(), want));
+      GLEANER_RETURN_IF_ERROR(ReadExact(in.get(), buf.data(), want, &hash));
       GLEANER_RETURN_IF_ERROR(WriteAllFd(out.get(), buf.data(), want));
       left -= want;
     }
     if (fsync(out.get()) != 0) return Status::Io("fsync " + path + ": " + strerror(errno));
+  }
+  Digest want = hash.Finish();
+  unsigned char got[32];
+  GLEANER_RETURN_IF_ERROR(ReadExact(in.get(), got, sizeof got));
+  if (std::memcmp(got, want.data(), sizeof got) != 0) {
+    return Status::Corruption("checkpoint archive checksum does not match");
   }
   char extra;
   ssize_t n = read(in.get(), &extra, 1);
@@ -176,6 +192,14 @@ Result<CheckpointManifest> UnpackCheckpoint(const std::string& archive, const st
   }
   GLEANER_RETURN_IF_ERROR(files::RemoveTree(dir));
   GLEANER_RETURN_IF_ERROR(files::RenameDurable(tmp, dir));
+  return m;
+}
+
+}  // namespace
+
+Result<CheckpointManifest> UnpackCheckpoint(const std::string& archive, const std::string& dir) {
+  Result<CheckpointManifest> m = UnpackInto(archive, dir);
+  if (!m.ok()) files::RemoveTree(dir + ".tmp");
   return m;
 }
 

@@ -132,10 +132,8 @@ Status StateDir::RemovePending(const std::string& job_id, int64_t epoch, int64_t
 }
 
 std::string DetectMachineId() {
-  for (const char* env : {"SALAD_MACHINE_ID", "GLEANER_MACHINE_ID"}) {
-    const char* v = std::getenv(env);
-    if (v != nullptr && *v != '\0') return v;
-  }
+  const char* salad = std::getenv("SALAD_MACHINE_ID");
+  if (salad != nullptr && *salad != '\0') return salad;
   Result<std::string> text = files::ReadAll("/etc/machine-id", 4096);
   std::string raw = text.ok() ? *text : "";
   while (!raw.empty() && (raw.back() == '\n' || raw.back() == ' ')) raw.pop_back();

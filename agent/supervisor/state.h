@@ -57,7 +57,8 @@ class StateDir {
   std::mutex mu_;
 };
 
-// SALAD_MACHINE_ID, else GLEANER_MACHINE_ID, else a hash of /etc/machine-id (never the raw id).
+// SALAD_MACHINE_ID, else a hash of /etc/machine-id (never the raw id); "" when neither exists.
+// (--machine-id / GLEANER_MACHINE_ID override this in the config.)
 std::string DetectMachineId();
 
 }  // namespace gleaner::agent

@@ -73,7 +73,7 @@ void CheckpointUploader::Loop() {
       queue_.pop_front();
       busy_ = true;
     }
-    if (abort_.requested()) continue;
+    if (abort_.requested() || lease_lost_) continue;
     Status s = Upload(&item);
     if (s.ok()) {
       last_committed_ = item.step;

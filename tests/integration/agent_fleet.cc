@@ -44,9 +44,11 @@ std::string AgentProcess::NodeId() const {
   return j["node_id"].get<std::string>();
 }
 
-Fleet::Fleet(const std::string& dir, double heartbeat_s, std::vector<std::string> coord_args)
+Fleet::Fleet(const std::string& dir, double heartbeat_s, std::vector<std::string> coord_args,
+             std::vector<std::pair<std::string, std::string>> coord_env)
     : dir_(dir), coordinator_args_(std::move(coord_args)), heartbeat_s_(heartbeat_s) {
   CoordinatorOptions o;
+  o.env = std::move(coord_env);
   o.heartbeat_interval_s = heartbeat_s;
   o.maintenance_period_s = 0.2;
   o.extra_args = coordinator_args_;

@@ -37,7 +37,8 @@ class Fleet {
  public:
   // Starts a coordinator with fast intervals; keys for a developer and for enrolment.
   explicit Fleet(const std::string& dir, double heartbeat_s = 0.2,
-                 std::vector<std::string> coordinator_args = {});
+                 std::vector<std::string> coordinator_args = {},
+                 std::vector<std::pair<std::string, std::string>> coordinator_env = {});
   bool ok() const { return error_.empty(); }
   const std::string& error() const { return error_; }
 

@@ -1,0 +1,83 @@
+#include "agent/supervisor/api.h"
+
+#include <catch2/catch.hpp>
+
+#include "fake_http.h"
+
+using namespace gleaner;
+using namespace gleaner::agent;
+using gleaner::testing::FakeHttp;
+using gleaner::testing::Reply;
+
+TEST_CASE("HTTP statuses map onto Status codes the agent acts on", "[api]") {
+  CHECK(StatusFromHttp(200, "").ok());
+  CHECK(StatusFromHttp(204, "").ok());
+  CHECK(StatusFromHttp(409, R"({"error":{"code":"conflict","message":"lease lost"}})").code() ==
+        Code::kConflict);
+  CHECK(StatusFromHttp(409, R"({"error":{"code":"stale_checkpoint","message":"old"}})").code() ==
+        Code::kInvalidArgument);
+  CHECK(StatusFromHttp(503, "").code() == Code::kUnavailable);
+  CHECK(StatusFromHttp(429, "").code() == Code::kUnavailable);
+  CHECK(StatusFromHttp(401, "").code() == Code::kUnauthenticated);
+  CHECK(StatusFromHttp(404, "not json").code() == Code::kNotFound);
+  Status s =
+      StatusFromHttp(400, R"({"error":{"code":"bad_request","message":"epoch is required"}})");
+  CHECK(s.message().find("epoch is required") != std::string::npos);
+}
+
+TEST_CASE("a work response parses into an assignment", "[api]") {
+  auto j = ParseJson(R"({"job":{"id":"j_1","kind":"synthetic","params":{"steps":50},"steps":50},
+    "lease":{"epoch":3,"expires_at":"x","heartbeat_interval":0.25},
+    "inputs":{"dataset":{"url":"http://s/d","sha256":")" +
+                     std::string(64, 'a') + R"(","size":10}},
+    "resume":{"step":20,"url":"/blobs/c","sha256":")" +
+                     std::string(64, 'b') + R"(","size":99}})");
+  REQUIRE(j.ok());
+  auto a = ParseAssignment(*j);
+  REQUIRE(a.ok());
+  CHECK(a->job_id == "j_1");
+  CHECK(a->kind == "synthetic");
+  CHECK(a->steps == 50);
+  CHECK(a->epoch == 3);
+  CHECK(a->heartbeat_interval_s == 0.25);
+  REQUIRE(a->inputs.size() == 1);
+  CHECK(a->inputs[0].name == "dataset");
+  CHECK(a->inputs[0].size == 10);
+  REQUIRE(a->resume.has_value());
+  CHECK(a->resume_step == 20);
+  CHECK(a->resume->size == 99);
+
+  for (const char* bad : {R"({})", R"({"job":{"id":"j"}})", R"({"job":{"id":"j","kind":"s"}})",
+                          R"({"job":{"id":"j","kind":"s"},"lease":{"epoch":"1"}})", R"([1])"}) {
+    INFO(bad);
+    CHECK_FALSE(ParseAssignment(*ParseJson(bad)).ok());
+  }
+}
+
+TEST_CASE("work: 204 honours Retry-After; transport errors are retryable", "[api]") {
+  int calls = 0;
+  FakeHttp http([&](const HttpCall& call) -> Result<HttpResponse> {
+    ++calls;
+    for (const auto& h : call.headers) {
+      if (h.first == "Authorization") CHECK(h.second == "Bearer node-token");
+    }
+    if (calls == 1) {
+      HttpResponse r = Reply(204, "");
+      r.headers["retry-after"] = "7";
+      return r;
+    }
+    return Status::Unavailable("connection refused");
+  });
+  CoordinatorApi api(&http, "http://coord:1/");
+  api.SetToken("node-token");
+  double retry_after = 0;
+  auto w = api.Work(&retry_after);
+  REQUIRE(w.ok());
+  CHECK_FALSE(w->has_value());
+  CHECK(retry_after == 7);
+  auto w2 = api.Work(&retry_after);
+  CHECK(w2.status().code() == Code::kUnavailable);
+  CHECK(http.calls()[0] == "POST http://coord:1/v1/work");
+  CHECK(api.Resolve("/blobs/x?sig=1") == "http://coord:1/blobs/x?sig=1");
+  CHECK(api.Resolve("https://s3/x") == "https://s3/x");
+}

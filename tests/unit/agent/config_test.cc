@@ -1,0 +1,54 @@
+#include "agent/supervisor/config.h"
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+
+#include "agent/train/common/files.h"
+#include "test_util.h"
+
+using namespace gleaner;
+using namespace gleaner::agent;
+
+namespace {
+Result<AgentConfig> Parse(std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(&a[0]);
+  return ParseAgentConfig(int(argv.size()), argv.data());
+}
+}  // namespace
+
+TEST_CASE("agent flags override env, which overrides the config file", "[config]") {
+  testing::TempDir t;
+  REQUIRE(files::WriteSynced(t / "agent.conf",
+                             "# comment\ncoordinator = http://file:1\nstate-dir=/from/file\n"
+                             "shutdown-deadline = 7\n")
+              .ok());
+  setenv("GLEANER_STATE_DIR", "/from/env", 1);
+  auto c = Parse({"--config", t / "agent.conf", "--heartbeat-interval", "0.5", "--once"});
+  unsetenv("GLEANER_STATE_DIR");
+  REQUIRE(c.ok());
+  CHECK(c->coordinator == "http://file:1");
+  CHECK(c->state_dir == "/from/env");
+  CHECK(c->shutdown_deadline_s == 7);
+  CHECK(c->heartbeat_override_s == 0.5);
+  CHECK(c->once);
+  CHECK(c->trainer.find("gleaner-train") != std::string::npos);
+
+  auto d = Parse({"--coordinator", "http://x:2", "--state-dir=/s", "--cache-max-mb", "100"});
+  REQUIRE(d.ok());
+  CHECK(d->cache_max_mb == 100);
+  CHECK(d->shutdown_deadline_s == 20);
+}
+
+TEST_CASE("bad agent flags are one readable error", "[config]") {
+  CHECK(Parse({"--coordinator", "ftp://x", "--state-dir", "/s"}).status().message().find("http") !=
+        std::string::npos);
+  CHECK(Parse({"--state-dir", "/s"}).status().message().find("--coordinator") != std::string::npos);
+  CHECK(Parse({"--bogus", "1"}).status().message().find("--bogus") != std::string::npos);
+  CHECK(Parse({"--coordinator", "http://x", "--state-dir", "/s", "--shutdown-deadline", "-1"})
+            .status()
+            .message()
+            .find("--shutdown-deadline") != std::string::npos);
+  CHECK(Parse({"--coordinator"}).status().code() == Code::kInvalidArgument);
+  CHECK(Parse({"--help"}).status().code() == Code::kNotFound);
+}
