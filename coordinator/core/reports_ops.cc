@@ -108,7 +108,7 @@ Plan HandleQueueReport(CtxPtr ctx) {
   }
   const int64_t now = ctx->now();
   Window w;
-  Status st = ParseWindow(q, now - kHourMs, std::max(now, int64_t(1)), &w);
+  Status st = ParseWindow(q, 0, std::max(now, int64_t(1)), &w);
   if (!st.ok()) return Plan::Fail(st);
   if (w.from_set) return QueueSeries(csv, w, points);
   Batch first;
@@ -116,7 +116,7 @@ Plan HandleQueueReport(CtxPtr ctx) {
   return Plan::Run(std::move(first), [csv, w, points](BatchResult res) mutable -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     const SqlValue& first = res.results[0].Get(0, "first");
-    if (!first.is_null()) w.from = std::max(first.AsInt(), w.to - 30 * 24 * kHourMs);
+    w.from = first.is_null() ? w.to - kHourMs : std::max(first.AsInt(), w.to - 30 * 24 * kHourMs);
     if (w.from >= w.to) w.from = w.to - 1000;
     return QueueSeries(csv, w, points);
   });

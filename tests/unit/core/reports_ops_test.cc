@@ -217,6 +217,11 @@ TEST_CASE("queue history is rebuilt from jobs and segments", "[reports]") {
             "at,pending,running,completed,failed,canceled\n" + core::FormatTime(w.t0) + ",", 0) ==
         0);
   CHECK(std::count(def.body.begin(), def.body.end(), '\n') == 11);
+  // Only `to`, before every job: an hour up to it, all zero.
+  Resp early = env.Get("/v1/reports/queue?points=2&to=2020-01-01", env.operator_token);
+  REQUIRE(early.status == 200);
+  CHECK(early.json["from"] == "2019-12-31T23:00:00.000Z");
+  CHECK(early.json["points"][1]["completed"] == 0);
   CHECK(env.Get("/v1/reports/queue?points=1", env.operator_token).status == 400);
   CHECK(env.Get("/v1/reports/queue?points=abc", env.operator_token).status == 400);
   CHECK(env.Get("/v1/reports/queue", env.Developer()).status == 403);
