@@ -122,6 +122,18 @@ TEST_CASE("gleaner CLI: upload, submit --wait, status, logs, download, report, n
   CHECK(dl.out == Sha256Hex(chain) + "  " + dir.File("out/chain.txt") + "\n");
   CHECK(chain == ExpectedChain(0, 30) + "\n");
 
+  // A stored output that no longer matches its recorded sha256: refused, nothing left behind.
+  std::string stored = dir.File("data/blobs/jobs/" + id + "/out/e1/chain.txt");
+  REQUIRE(ReadFile(stored) == chain);
+  REQUIRE(WriteFile(stored, std::string(chain.size(), 'z')));
+  CliResult bad = cli.Run(dev, {"download", id, "-o", dir.File("out2")});
+  CHECK(bad.code == 5);
+  // Progress lines, then exactly one error line.
+  CHECK(bad.err.find("gleaner: ") == bad.err.rfind("gleaner: "));
+  CHECK(bad.err.find("gleaner: chain.txt: sha256/size mismatch") != std::string::npos);
+  CHECK(ReadFile(dir.File("out2/chain.txt"), "<none>") == "<none>");
+  CHECK(ReadFile(dir.File("out2/chain.txt.part"), "<none>") == "<none>");
+
   CliResult rep = cli.Run(op, {"report", "--by", "gpu", "--csv"});
   REQUIRE(rep.code == 0);
   CHECK(rep.out.rfind("group,segments,steps,", 0) == 0);
