@@ -13,25 +13,27 @@ Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms) {
   std::string why = std::to_string(c.quarantine_failures) + " failed jobs within " +
                     std::to_string(int64_t(c.quarantine_window_s)) + " s";
   Batch b;
-  b.Add(
-      "UPDATE segments SET ended_at = COALESCE(last_heartbeat_at, started_at), "
-      "end_reason = 'stalled' WHERE ended_at IS NULL AND EXISTS (SELECT 1 FROM jobs j WHERE "
-      "j.id = segments.job_id AND j.lease_epoch = segments.epoch AND j.state = 'running' AND "
-      "j.lease_expires_at < ?) RETURNING job_id, epoch, node_id",
-      {now_ms});
-  b.Add(
-      "UPDATE nodes SET state = 'quarantined', state_reason = ?, state_changed_at = ? "
-      "WHERE state = 'active' AND (SELECT count(*) FROM job_bans b WHERE b.node_id = nodes.id "
-      "AND b.at > MAX(?, COALESCE(nodes.state_changed_at, -1))) >= ? RETURNING id",
-      {why, now_ms, now_ms - int64_t(c.quarantine_window_s * 1000),
-       int64_t(c.quarantine_failures)});
-  b.Add(
-      "INSERT INTO scaling_events (at, running, pending, target, min_nodes, max_nodes, note) "
-      "SELECT ?1, r, p, MIN(MAX(r + p, ?2), ?3), ?2, ?3, 'maintenance' FROM (SELECT "
-      "(SELECT count(*) FROM jobs WHERE state = 'running') AS r, "
-      "(SELECT count(*) FROM jobs WHERE state = 'pending') AS p) "
-      "RETURNING running, pending, target",
-      {now_ms, int64_t(c.autoscale_min), int64_t(c.autoscale_max)});
+  b.Add("UPDATE segments SET ended_at = COALESCE(last_heartbeat_at, started_at), "
+        "end_reason = 'stalled' WHERE ended_at IS NULL AND EXISTS (SELECT 1 FROM jobs j WHERE "
+        "j.id = segments.job_id AND j.lease_epoch = segments.epoch AND j.state = 'running' AND "
+        "j.lease_expires_at < ?) RETURNING job_id, epoch, node_id",
+        {now_ms});
+  b.Add("UPDATE nodes SET state = 'quarantined', state_reason = ?, state_changed_at = ? "
+        "WHERE state = 'active' AND (SELECT count(*) FROM job_bans b WHERE b.node_id = nodes.id "
+        "AND b.at > MAX(?, COALESCE(nodes.state_changed_at, -1))) >= ? RETURNING id",
+        {why, now_ms, now_ms - int64_t(c.quarantine_window_s * 1000),
+         int64_t(c.quarantine_failures)});
+  // current: active nodes seen (claim or heartbeat) within stall_after, the fleet as the
+  // coordinator sees it.
+  b.Add("INSERT INTO scaling_events (at, running, pending, current, target, min_nodes, "
+        "max_nodes, note) "
+        "SELECT ?1, r, p, n, MIN(MAX(r + p, ?2), ?3), ?2, ?3, 'maintenance' FROM (SELECT "
+        "(SELECT count(*) FROM jobs WHERE state = 'running') AS r, "
+        "(SELECT count(*) FROM jobs WHERE state = 'pending') AS p, "
+        "(SELECT count(*) FROM nodes WHERE state = 'active' AND last_seen_at >= ?4) AS n) "
+        "RETURNING running, pending, target",
+        {now_ms, int64_t(c.autoscale_min), int64_t(c.autoscale_max),
+         now_ms - int64_t(c.stall_after_s * 1000)});
   return Plan::Run(std::move(b), [config, now_ms](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     Json stalled = Json::array();
@@ -56,8 +58,6 @@ Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms) {
   });
 }
 
-Plan HandleMaintenance(CtxPtr ctx) {
-  return MaintenanceTick(ctx->config, ctx->now());
-}
+Plan HandleMaintenance(CtxPtr ctx) { return MaintenanceTick(ctx->config, ctx->now()); }
 
 }  // namespace gleaner::core

@@ -10,7 +10,10 @@
 #include <cmath>
 #include <thread>
 
+#include "coordinator/core/router.h"
+#include "coordinator/dashboard/assets.h"
 #include "coordinator/native/log.h"
+#include "coordinator/native/metrics.h"
 #include "shared/sha256.h"
 
 namespace gleaner::native {
@@ -78,6 +81,28 @@ bool SplitTarget(const httplib::Request& req, std::string* path, std::string* qu
   return core::UrlDecode(raw_path, path, /*plus_is_space=*/false);
 }
 
+// The dashboard's embedded files: public (they hold no data; every API call needs a token).
+void SendAsset(const dashboard::Asset& a, httplib::Response& res) {
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Content-Type-Options", "nosniff");
+  res.set_header("X-Frame-Options", "DENY");
+  res.set_header("Content-Security-Policy",
+                 "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+                 "frame-ancestors 'none'");
+  res.set_content(reinterpret_cast<const char*>(a.data), a.size, a.content_type);
+}
+
+// Metrics and log label of a request: its route pattern, never the raw path.
+std::string RouteLabel(const std::string& method, const std::string& path) {
+  if (path.rfind("/blobs/", 0) == 0) return "/blobs/{key}";
+  if ((method == "GET" || method == "HEAD") && dashboard::FindAsset(path) != nullptr) {
+    return path == "/" ? "/" : "/dashboard/{file}";
+  }
+  const core::RouteInfo* r = core::FindRoute(method == "HEAD" ? "GET" : method, path);
+  return r != nullptr ? r->pattern : "other";
+}
+
 int64_t DeclaredLength(const httplib::Request& req) {
   if (!req.has_header("Content-Length")) return -1;
   const std::string v = req.get_header_value("Content-Length");
@@ -125,6 +150,9 @@ void HttpServer::Impl::Dispatch(const httplib::Request& req, httplib::Response& 
       if (req.method == "GET" || req.method == "HEAD") return HandleBlobGet(req, res, path, query);
       CloseAfter(res);
       return SendError(Status(Code::kNotFound, "blobs support only PUT and GET"), res);
+    }
+    if (req.method == "GET" || req.method == "HEAD") {
+      if (const dashboard::Asset* asset = dashboard::FindAsset(path)) return SendAsset(*asset, res);
     }
     HandleApi(req, res, reader, std::move(path), std::move(query));
   } catch (const std::exception& e) {
@@ -180,6 +208,10 @@ void HttpServer::Impl::HandleApi(const httplib::Request& req, httplib::Response&
   r.request_id = res.get_header_value("X-Request-Id");
 
   core::Plan plan = runner->Run(coord->Handle(r));
+  // /metrics: the core's database gauges, then this process's counters and histograms.
+  if (r.path == "/metrics" && plan.response().status == 200) {
+    plan.response().body += ProcessMetrics().Text();
+  }
   SendResponse(plan.response(), res);
   // The response is final; superseded objects go now, best-effort (the core already forgot them).
   for (const std::string& key : plan.blob_deletes()) {
@@ -233,6 +265,7 @@ void HttpServer::Impl::HandleBlobPut(const httplib::Request& req, httplib::Respo
     }
     return SendError(stored.status(), res);
   }
+  ProcessMetrics().AddBlobBytesWritten(stored->size);
   core::Plan plan =
       runner->Run(coord->BlobStoredPlan(grant->key, stored->size, stored->sha256, clock->NowMs()));
   SendResponse(plan.response(), res);
@@ -336,12 +369,16 @@ void HttpServer::Impl::Install() {
       });
   svr.set_logger([](const httplib::Request& req, const httplib::Response& res) {
     if (req.method.empty()) return;  // no request was parsed (connection closed or garbage)
-    Json fields = {{"method", req.method}, {"path", req.path}, {"status", res.status}};
+    std::string route = RouteLabel(req.method, req.path);
+    Json fields = {{"method", req.method}, {"path", req.path}, {"route", route},
+                   {"status", res.status}};
     std::string id = res.get_header_value("X-Request-Id");
     if (!id.empty()) {
+      double seconds =
+          std::chrono::duration<double>(SteadyClock::now() - t_request_start).count();
       fields["request_id"] = id;
-      fields["latency_ms"] =
-          std::chrono::duration<double, std::milli>(SteadyClock::now() - t_request_start).count();
+      fields["latency_ms"] = seconds * 1000.0;
+      ProcessMetrics().ObserveRequest(route, req.method, res.status, seconds);
     }
     Log(res.status >= 500 ? LogLevel::kWarn : LogLevel::kInfo, "request", fields);
   });
