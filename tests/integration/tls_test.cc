@@ -26,6 +26,15 @@ size_t Count(const std::string& text, const std::string& needle) {
   return n;
 }
 
+// Issues a certificate from `ca` into cert/key files (the test fails with the reason otherwise).
+void Issue(const TestCa& ca, const CertSpec& spec, const std::string& cert,
+           const std::string& key) {
+  std::string error;
+  bool ok = ca.Issue(spec, cert, key, &error);
+  INFO(error);
+  REQUIRE(ok);
+}
+
 // A CA (written to <dir>/ca.pem) and a server certificate for 127.0.0.1 with `serial`
 // (<dir>/server.pem, <dir>/server.key).
 CoordinatorTls MakeTls(const TempDir& dir, const TestCa& ca, long serial) {
@@ -33,9 +42,7 @@ CoordinatorTls MakeTls(const TempDir& dir, const TestCa& ca, long serial) {
   REQUIRE(ca.WriteCert(dir.File("ca.pem")));
   CertSpec spec;
   spec.serial = serial;
-  std::string error;
-  INFO(error);
-  REQUIRE(ca.Issue(spec, dir.File("server.pem"), dir.File("server.key"), &error));
+  Issue(ca, spec, dir.File("server.pem"), dir.File("server.key"));
   return {dir.File("server.pem"), dir.File("server.key"), dir.File("ca.pem")};
 }
 
@@ -74,7 +81,7 @@ TEST_CASE("HTTPS: an agent with --ca-file completes jobs while the certificate i
                     Millis(15000), Millis(10)));
   CertSpec next;
   next.serial = 11;
-  REQUIRE(ca.Issue(next, tls.cert, tls.key, &error));
+  Issue(ca, next, tls.cert, tls.key);
   coord.process().Signal(SIGHUP);
   REQUIRE(WaitUntil(
       [&] {
@@ -88,7 +95,7 @@ TEST_CASE("HTTPS: an agent with --ca-file completes jobs while the certificate i
 
   // A broken pair (a certificate without its key) is refused; the service keeps the last good one.
   TestCa other("Other CA");
-  REQUIRE(other.Issue(CertSpec{}, tls.cert, dir.File("unused.key"), &error));
+  Issue(other, CertSpec{}, tls.cert, dir.File("unused.key"));
   coord.process().Signal(SIGHUP);
   REQUIRE(WaitUntil(
       [&] { return coord.process().Stderr().find("tls reload failed") != std::string::npos; },
@@ -120,9 +127,9 @@ TEST_CASE("wrong CA, expired certificate and hostname mismatch: refused, clear e
   expired.not_after_s = -86400;
   other_name.ip_addresses = {};
   other_name.dns_names = {"gleaner.example.com"};
-  REQUIRE(ca.Issue(good, dir.File("good.pem"), dir.File("good.key"), &error));
-  REQUIRE(ca.Issue(expired, dir.File("expired.pem"), dir.File("expired.key"), &error));
-  REQUIRE(ca.Issue(other_name, dir.File("other.pem"), dir.File("other.key"), &error));
+  Issue(ca, good, dir.File("good.pem"), dir.File("good.key"));
+  Issue(ca, expired, dir.File("expired.pem"), dir.File("expired.key"));
+  Issue(ca, other_name, dir.File("other.pem"), dir.File("other.key"));
 
   struct Server {
     std::string name;
@@ -224,7 +231,7 @@ TEST_CASE("TLS policy: 1.2 minimum, AEAD ciphers only; bad files refused at star
 
   // A key that does not belong to the certificate, and a missing file: exit 2, one line.
   TestCa other("Other CA");
-  REQUIRE(other.Issue(CertSpec{}, dir.File("other.pem"), dir.File("other.key"), &error));
+  Issue(other, CertSpec{}, dir.File("other.pem"), dir.File("other.key"));
   struct Bad {
     std::string cert, key, expect;
   };
