@@ -87,8 +87,6 @@ int64_t DeclaredLength(const httplib::Request& req) {
   return n;
 }
 
-}  // namespace
-
 // An HTTPS server (TLS policy and certificate callback from TlsCredentials) or plain HTTP.
 // If the TLS context cannot be made, *error says why and the (plain) server is never bound.
 std::unique_ptr<httplib::Server> MakeServer(TlsCredentials* tls, std::string* error) {
@@ -99,6 +97,8 @@ std::unique_ptr<httplib::Server> MakeServer(TlsCredentials* tls, std::string* er
   if (error->empty()) *error = "SSL_CTX_new failed";
   return std::make_unique<httplib::Server>();
 }
+
+}  // namespace
 
 struct HttpServer::Impl {
   explicit Impl(HttpServerOptions o)

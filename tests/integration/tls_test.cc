@@ -195,7 +195,7 @@ TEST_CASE("wrong CA, expired certificate and hostname mismatch: refused, clear e
   CHECK(WaitUntil([&] { return !right.NodeId().empty(); }, Millis(10000)));
 }
 
-TEST_CASE("TLS policy: 1.2 minimum, AEAD ciphers only; bad files refused at start", "[tls]") {
+TEST_CASE("TLS policy: 1.2 minimum and AEAD ciphers only, bad files refused at start", "[tls]") {
   TempDir dir("gleaner-tls-policy");
   TestCa ca;
   CoordinatorOptions o;

@@ -19,7 +19,8 @@ Result<AgentConfig> Parse(std::vector<std::string> args) {
 const char* kPem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
 }  // namespace
 
-TEST_CASE("--ca-file pins a CA file; it must hold a PEM certificate", "[config][tls]") {
+TEST_CASE("agent config: a CA file given by --ca-file must hold a PEM certificate",
+          "[config][tls]") {
   testing::TempDir t;
   REQUIRE(files::WriteSynced(t / "ca.pem", kPem).ok());
   REQUIRE(files::WriteSynced(t / "junk.pem", "not a certificate").ok());

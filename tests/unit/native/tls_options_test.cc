@@ -61,7 +61,7 @@ TEST_CASE("plain HTTP is refused on a non-loopback address unless --insecure-htt
   CHECK(Parse({"--listen", "[::1]:0"}).ok());
 }
 
-TEST_CASE("TLS flags: both or neither; https public URL; any address", "[options][tls]") {
+TEST_CASE("TLS flags: both or neither, https public URL, any address", "[options][tls]") {
   auto o = Parse({"--listen", "0.0.0.0:8443", "--tls-cert", "c.pem", "--tls-key", "k.pem"});
   REQUIRE(o.ok());
   CHECK(o->tls_cert == "c.pem");
