@@ -112,11 +112,26 @@ int64_t DeclaredLength(const httplib::Request& req) {
   return n;
 }
 
+// An HTTPS server (TLS policy and certificate callback from TlsCredentials) or plain HTTP.
+// If the TLS context cannot be made, *error says why and the (plain) server is never bound.
+std::unique_ptr<httplib::Server> MakeServer(TlsCredentials* tls, std::string* error) {
+  if (tls == nullptr) return std::make_unique<httplib::Server>();
+  auto svr = std::make_unique<httplib::SSLServer>(
+      [tls, error](SSL_CTX& ctx) { return tls->ConfigureServerContext(&ctx, error); });
+  if (svr->is_valid()) return svr;
+  if (error->empty()) *error = "SSL_CTX_new failed";
+  return std::make_unique<httplib::Server>();
+}
+
 }  // namespace
 
 struct HttpServer::Impl {
+  explicit Impl(HttpServerOptions o)
+      : options(std::move(o)), owned(MakeServer(options.tls, &setup_error)), svr(*owned) {}
   HttpServerOptions options;
-  httplib::Server svr;
+  std::string setup_error;  // non-empty: the TLS context could not be made; Bind() fails
+  std::unique_ptr<httplib::Server> owned;
+  httplib::Server& svr;
   std::atomic<bool> stopping{false};
   std::atomic<bool> serving{false};
 
@@ -384,15 +399,17 @@ void HttpServer::Impl::Install() {
   });
 }
 
-HttpServer::HttpServer(HttpServerOptions options) : impl_(std::make_unique<Impl>()) {
-  impl_->options = std::move(options);
-}
+HttpServer::HttpServer(HttpServerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
 
 HttpServer::~HttpServer() {
   Stop();
 }
 
 Result<int> HttpServer::Bind() {
+  if (!impl_->setup_error.empty()) {
+    return Status::Internal("cannot set up TLS: " + impl_->setup_error);
+  }
   try {
     // Socket options apply to the listening socket (accepted sockets inherit them), so they must
     // be set before binding. Without TCP_NODELAY every keep-alive response after the first

@@ -35,10 +35,12 @@ class AgentProcess {
 
 class Fleet {
  public:
-  // Starts a coordinator with fast intervals; keys for a developer and for enrolment.
+  // Starts a coordinator with fast intervals; keys for a developer and for enrolment. With `tls`
+  // the coordinator serves HTTPS and agents get --ca-file tls.ca_file.
   explicit Fleet(const std::string& dir, double heartbeat_s = 0.2,
                  std::vector<std::string> coordinator_args = {},
-                 std::vector<std::pair<std::string, std::string>> coordinator_env = {});
+                 std::vector<std::pair<std::string, std::string>> coordinator_env = {},
+                 CoordinatorTls tls = {});
   bool ok() const { return error_.empty(); }
   const std::string& error() const { return error_; }
 
