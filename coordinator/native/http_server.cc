@@ -365,6 +365,11 @@ Result<int> HttpServer::Bind() {
     const size_t threads = size_t(impl_->options.threads);
     svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     svr.set_keep_alive_timeout(time_t(std::ceil(impl_->options.keep_alive_timeout_s)));
+    // Uploads from home connections stall now and then; httplib's default (5 s) is too eager.
+    const double io = impl_->options.io_timeout_s;
+    const time_t io_s = time_t(io), io_us = time_t((io - double(io_s)) * 1e6);
+    svr.set_read_timeout(io_s, io_us);
+    svr.set_write_timeout(io_s, io_us);
     int port;
     if (impl_->options.port == 0) {
       port = impl_->svr.bind_to_any_port(impl_->options.host);

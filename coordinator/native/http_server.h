@@ -26,6 +26,8 @@ struct HttpServerOptions {
   int port = 8080;  // 0: any free port
   int threads = 64;
   double keep_alive_timeout_s = 5;
+  double io_timeout_s =
+      30;  // a read or write on a connection that makes no progress this long fails
 };
 
 class HttpServer {

@@ -104,6 +104,7 @@ int Serve(const std::vector<std::string>& args) {
   http.port = opts.listen_port;
   http.threads = opts.threads;
   http.keep_alive_timeout_s = opts.keep_alive_timeout_s;
+  http.io_timeout_s = opts.io_timeout_s;
   HttpServer server(http);
   auto port = server.Bind();
   if (!port.ok()) return Fail(port.status().message());

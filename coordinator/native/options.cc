@@ -123,6 +123,9 @@ const std::vector<Spec>& Specs() {
        INT(threads, int)},
       {"keep-alive-timeout", Kind::kSeconds, "idle keep-alive connection timeout, seconds (5)",
        SECS(keep_alive_timeout_s)},
+      {"io-timeout", Kind::kSeconds,
+       "a socket read or write that makes no progress this long fails, seconds (30)",
+       SECS(io_timeout_s)},
       {"log-level", Kind::kString, "debug, info, warn or error (info)", STR(log_level)},
   };
   return specs;
@@ -297,6 +300,9 @@ Result<ServeOptions> ParseServeOptions(const std::vector<std::string>& args, con
     return Status::Invalid("--maintenance-period must be in (0, 86400] seconds");
   }
   if (o.threads < 1 || o.threads > 4096) return Status::Invalid("--threads must be in [1, 4096]");
+  if (!(o.io_timeout_s >= 0.1 && o.io_timeout_s <= 3600)) {
+    return Status::Invalid("--io-timeout must be in [0.1, 3600] seconds");
+  }
   if (!(o.keep_alive_timeout_s >= 0.001 && o.keep_alive_timeout_s <= 3600)) {
     return Status::Invalid("--keep-alive-timeout must be in [0.001, 3600] seconds");
   }

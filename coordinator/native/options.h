@@ -29,6 +29,7 @@ struct ServeOptions {
   double maintenance_period_s = 60;
   int threads = 64;  // HTTP worker threads (each keep-alive connection holds one)
   double keep_alive_timeout_s = 5;
+  double io_timeout_s = 30;
   std::string log_level = "info";
   core::CoreConfig core;  // blob_signing_key is filled later (env or data dir)
 };

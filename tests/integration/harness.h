@@ -17,6 +17,9 @@
 //                  URLs, S3 URLs).
 //   BinPath        build/bin/<name> of the build the tests belong to.
 // Errors are reported in return values (no exceptions escape the harness); tests REQUIRE them.
+// coordinator_fixture.h builds on this: CoordinatorProcess (a real gleaner-coordinator on port 0
+// with its own database and data dir) and API shortcuts (keys, node registration, jobs).
+// The test process ignores SIGPIPE once an HttpClient exists (early server answers are results).
 #pragma once
 
 #include <sys/types.h>

@@ -117,10 +117,6 @@ void Claimer(int index, const std::vector<std::string>& urls, const NodeCredenti
 }  // namespace
 
 TEST_CASE("two coordinators, 16 claimers, 1000 jobs: no double assignment", "[coordinator][race]") {
-  auto t0 = std::chrono::steady_clock::now();
-  auto since = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
   // Thousands of small files: keep them in RAM (this test is about concurrency, not disks).
   TempDir dir("gleaner-race", MemoryTempBase());
   REQUIRE(!dir.path().empty());
@@ -147,7 +143,6 @@ TEST_CASE("two coordinators, 16 claimers, 1000 jobs: no double assignment", "[co
     REQUIRE(n);
     nodes.push_back(*n);
   }
-  WARN("setup " << since());
   // Submit the jobs from 4 threads, alternating coordinators.
   auto submit_start = std::chrono::steady_clock::now();
   {
@@ -194,7 +189,6 @@ TEST_CASE("two coordinators, 16 claimers, 1000 jobs: no double assignment", "[co
   CHECK(shared.server_errors == 0);
   CHECK(shared.completed == kJobs);
 
-  WARN("race done " << since());
   // The database agrees: one segment per handed-out lease, ending before the next begins.
   auto db = native::SqliteExecutor::Open({dir.File("db.sqlite")});
   REQUIRE(db.ok());
@@ -232,9 +226,7 @@ TEST_CASE("two coordinators, 16 claimers, 1000 jobs: no double assignment", "[co
   CHECK(r.results[3].rows[0][0].AsInt() == 0);  // a job completed by more than one lease
   CHECK(r.results[4].rows[0][0].AsInt() == 0);  // an epoch without its segment
 
-  WARN("checked " << since());
   // Both processes survived the load and stop cleanly.
   CHECK(ca.process().Stop().clean());
   CHECK(cb.process().Stop().clean());
-  WARN("stopped " << since());
 }

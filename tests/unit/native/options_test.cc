@@ -147,9 +147,10 @@ TEST_CASE("bad input is one clear error naming the setting", "[options]") {
 TEST_CASE("usage lists every setting", "[options]") {
   std::string usage = ServeUsage();
   for (const char* flag :
-       {"--db", "--listen", "--data-dir", "--config", "--heartbeat-interval", "--stall-after",
-        "--maintenance-period", "--public-url", "--s3-endpoint", "--s3-bucket", "--s3-region",
-        "--s3-virtual-hosted", "--min-nodes", "--max-nodes", "--port-file", "--threads"}) {
+       {"--io-timeout", "--keep-alive-timeout", "--db", "--listen", "--data-dir", "--config",
+        "--heartbeat-interval", "--stall-after", "--maintenance-period", "--public-url",
+        "--s3-endpoint", "--s3-bucket", "--s3-region", "--s3-virtual-hosted", "--min-nodes",
+        "--max-nodes", "--port-file", "--threads"}) {
     CHECK(usage.find(flag) != std::string::npos);
   }
 }
