@@ -83,6 +83,8 @@ TEST_CASE("3 agents, 12 jobs, one agent SIGKILLed and one SIGTERMed: every chain
 
   INFO("agent a:\n" << Tail(a.Log()));
   REQUIRE(fleet.WaitAllFinal(ids, Millis(60000)));
+  // The killed agent found its job in its state dir on restart and settled it.
+  CHECK(a.Log().find("job " + killed_job + ": found from a previous run") != std::string::npos);
   for (const std::string& id : ids) {
     INFO("job " << id);
     CHECK(fleet.Job(id).value("state", "") == "completed");
