@@ -118,14 +118,14 @@ TEST_CASE("3 agents, 12 jobs, one agent SIGKILLed and one SIGTERMed: every chain
   }
 }
 
-TEST_CASE("a node whose trainer fails hands the job on; a job failing everywhere fails",
+TEST_CASE("a node whose trainer fails hands the job on; a job crashing everywhere fails",
           "[agent][e2e]") {
   TempDir dir("gleaner-e2e-fail");
   Fleet fleet(dir.path());
   REQUIRE(fleet.ok());
   std::string good = fleet.Submit(Params(7, 30, 10, 10));
   Json bad_params = Params(8, 30, 5, 10);
-  bad_params["fail_at_step"] = 12;
+  bad_params["crash_at_step"] = 12;  // abort() in the trainer: the agents survive it
   std::string bad = fleet.Submit(bad_params, /*max_failures=*/2);
   REQUIRE(!good.empty());
   REQUIRE(!bad.empty());
@@ -153,6 +153,15 @@ TEST_CASE("a node whose trainer fails hands the job on; a job failing everywhere
   std::string reason = ev["failures"][0].value("reason", "");
   CHECK(reason.find("exit 2") != std::string::npos);
   CHECK(reason.find("fail_at_step 5") != std::string::npos);
+  Json bev = fleet.Events(bad);
+  REQUIRE(bev["failures"].size() == 2);
+  bool aborted = false;  // a healthy node's trainer hit crash_at_step
+  for (const Json& f : bev["failures"]) {
+    aborted |= f.value("reason", "").find("signal 6 (Aborted)") != std::string::npos;
+  }
+  CHECK(aborted);
+  CHECK(x.process().Running());
+  CHECK(y.process().Running());
 }
 
 TEST_CASE("a corrupted checkpoint object is detected and the job restarts from scratch",
