@@ -31,6 +31,9 @@ TEST_CASE("cancel: the agent stops the trainer, reports nothing, and takes the n
   CHECK(fleet.Job(doomed).value("state", "") == "canceled");
   CHECK(a.Log().find("canceled by the coordinator") != std::string::npos);
   CHECK(fleet.Events(doomed)["failures"].empty());
+  // Idle again: SIGTERM exits 0 promptly.
+  ExitStatus st = a.process().Stop(Millis(3000));
+  CHECK(st.clean());
 }
 
 TEST_CASE("a zombie agent (stopped past the stall timeout) loses its lease and discards its work",
