@@ -33,6 +33,23 @@ void ListFiles(const std::string& dir, std::vector<std::string>* out) {
   closedir(d);
 }
 
+// Number of live processes whose command line contains `needle`.
+int ProcessesMentioning(const std::string& needle) {
+  int n = 0;
+  DIR* d = opendir("/proc");
+  if (d == nullptr) return 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    std::string cmd = ReadFile(std::string("/proc/") + e->d_name + "/cmdline");
+    for (char& c : cmd) c = c == '\0' ? ' ' : c;
+    std::string stat = ReadFile(std::string("/proc/") + e->d_name + "/stat");
+    bool zombie = stat.find(") Z ") != std::string::npos;
+    if (!zombie && cmd.find(needle) != std::string::npos) ++n;
+  }
+  closedir(d);
+  return n;
+}
+
 std::string Tail(const std::string& s) {
   return s.size() < 3000 ? s : s.substr(s.size() - 3000);
 }
@@ -66,7 +83,10 @@ TEST_CASE("3 agents, 12 jobs, one agent SIGKILLed and one SIGTERMed: every chain
   std::string killed_job;
   REQUIRE(WaitUntil([&] { return !(killed_job = fleet.RunningJobOf(a.NodeId(), 12, 40)).empty(); },
                     Millis(20000), Millis(20)));
+  CHECK(ProcessesMentioning(dir.path() + "/a/jobs/") >= 1);  // a's trainer is running
   a.process().Kill();
+  // Its trainer dies with it (parent-death signal).
+  CHECK(WaitUntil([&] { return ProcessesMentioning(dir.path() + "/a/jobs/") == 0; }, Millis(5000)));
   // SIGTERM agent b in the middle of a job: it hands the job back and exits 0.
   std::string termed_job;
   REQUIRE(WaitUntil([&] { return !(termed_job = fleet.RunningJobOf(b.NodeId(), 8, 40)).empty(); },
