@@ -77,9 +77,10 @@ bool Fleet::RestartCoordinator(std::string* error) {
 }
 
 AgentProcess& Fleet::AddAgent(const std::string& name,
-                              std::vector<std::pair<std::string, std::string>> env) {
-  agents_.push_back(
-      std::make_unique<AgentProcess>(dir_, name, coord_->url(), enroll_, std::move(env)));
+                              std::vector<std::pair<std::string, std::string>> env,
+                              std::vector<std::string> extra_args) {
+  agents_.push_back(std::make_unique<AgentProcess>(dir_, name, coord_->url(), enroll_,
+                                                   std::move(env), std::move(extra_args)));
   return *agents_.back();
 }
 
