@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The main job, on one machine: a coordinator on SQLite, two local agents, a handful of
 # synthetic training jobs submitted over HTTP, one agent interrupted (SIGTERM) and restarted,
-# every job completed and its result verified against an uninterrupted run, and the per-step
-# cost report printed at the end.
+# the other killed (kill -9) and restarted, every job completed and its result verified against
+# an uninterrupted run, and the per-step cost report printed at the end.
 #   bash infra/demo.sh              install, build, run
 #   bash infra/demo.sh --no-build   run with the binaries already in build/bin
 # Environment: GLEANER_DEMO_JOBS (6), GLEANER_DEMO_STEPS (150), GLEANER_DEMO_KEEP=1 keeps the
@@ -116,6 +116,29 @@ grep -h "released at step" "$work/agent-a.log" | sed 's/^/    /' || true
 for _ in 1 2 3 4; do sleep 0.5; show; done
 start_agent a; agent_a=$agent_pid
 say "agent a restarted (pid $agent_a)"
+
+# 5. Then a harder stop: agent b is killed outright (kill -9, a power cut) mid-job. Its trainer
+#    dies with it; the coordinator's stall rule hands the job to another node, which resumes from
+#    the last committed checkpoint; the restarted agent finishes any recorded uploads (if its
+#    lease is still held) and asks for work as usual.
+target=""
+for _ in $(seq 1 120); do
+  sleep 0.5
+  show
+  target=$(mid_job_of b $((steps / 4)) $((steps * 3 / 4)))
+  [ -n "$target" ] && break
+done
+if [ -n "$target" ]; then
+  say "kill -9 agent b while it trains $target"
+  kill -KILL "$agent_b"
+  wait "$agent_b" 2>/dev/null || true
+  sleep 1
+  start_agent b; agent_b=$agent_pid
+  say "agent b restarted (pid $agent_b)"
+  for _ in 1 2; do sleep 0.5; show; done
+  grep -hE "found from a previous run|pending checkpoint|released after restart" \
+    "$work/agent-b.log" | sed 's/^/    /' || true
+fi
 for _ in $(seq 1 360); do
   all_done && break
   sleep 1
@@ -123,7 +146,7 @@ for _ in $(seq 1 360); do
 done
 all_done || { say "jobs did not finish in time"; exit 1; }
 
-# 5. Verify every result against an uninterrupted local run of the same job.
+# 6. Verify every result against an uninterrupted local run of the same job.
 ok=0
 for id in "${ids[@]}"; do
   job=$(api "$dev" GET "/v1/jobs/$id")
@@ -145,7 +168,7 @@ for id in "${ids[@]}"; do
 done
 say "$ok of ${#ids[@]} jobs completed with the exact chain of an uninterrupted run"
 
-# 6. What every training step cost.
+# 7. What every training step cost.
 say "cost report by job (GET /v1/reports/cost?group_by=job&format=csv)"
 api "$op" GET "/v1/reports/cost?group_by=job&format=csv" | column -s, -t 2>/dev/null ||
   api "$op" GET "/v1/reports/cost?group_by=job&format=csv"

@@ -228,6 +228,7 @@ std::string Run::PrepareResume() {
 }
 
 JobOutcome Run::Lost() {
+  if (!canceled_) Log("job %s: lease lost; discarding local work", job_.job_id.c_str());
   if (uploader_) uploader_->Abort();
   state_->ClearCurrentJob();
   files::RemoveTree(work_dir_);

@@ -78,12 +78,15 @@ bool Fleet::RestartCoordinator(std::string* error) {
 }
 
 AgentProcess& Fleet::AddAgent(const std::string& name,
-                              std::vector<std::pair<std::string, std::string>> env) {
-  std::vector<std::string> args;
+                              std::vector<std::pair<std::string, std::string>> env,
+                              std::vector<std::string> extra_args) {
   const std::string& ca = coord_->options().tls.ca_file;
-  if (!ca.empty()) args = {"--ca-file", ca};
+  if (!ca.empty()) {
+    extra_args.push_back("--ca-file");
+    extra_args.push_back(ca);
+  }
   agents_.push_back(std::make_unique<AgentProcess>(dir_, name, coord_->url(), enroll_,
-                                                   std::move(env), std::move(args)));
+                                                   std::move(env), std::move(extra_args)));
   return *agents_.back();
 }
 

@@ -49,7 +49,8 @@ class Fleet {
   bool RestartCoordinator(std::string* error);
 
   AgentProcess& AddAgent(const std::string& name,
-                         std::vector<std::pair<std::string, std::string>> env = {});
+                         std::vector<std::pair<std::string, std::string>> env = {},
+                         std::vector<std::string> extra_args = {});
   // POST /v1/jobs; returns the job id ("" on failure).
   std::string Submit(const Json& params, int max_failures = 0);
   Json Job(const std::string& id);
