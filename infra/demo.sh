@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job, on one machine: a coordinator on SQLite, two local agents, a handful of
 # synthetic training jobs submitted over HTTP, one agent interrupted (SIGTERM) and restarted,
-# every job completed and its result verified against an uninterrupted run, and the per-step
-# cost report printed at the end.
+# the other killed (kill -9) and restarted, every job completed and its result verified against
+# an uninterrupted run, then real lora-sd jobs (libtorch, CPU) trained across an interruption and
+# checked byte for byte, and the per-step cost report printed at the end.
 #   bash infra/demo.sh              install, build, run
 #   bash infra/demo.sh --no-build   run with the binaries already in build/bin
 # Environment: GLEANER_DEMO_JOBS (6), GLEANER_DEMO_STEPS (150), GLEANER_DEMO_KEEP=1 keeps the
@@ -31,7 +32,7 @@ say() { printf '\033[1mdemo:\033[0m %s\n' "$*"; }
 # 1. Coordinator on an embedded SQLite file, on a free port.
 export GLEANER_OPERATOR_TOKEN="op_demo_$(openssl rand -hex 16)"
 "$bin/gleaner-coordinator" serve --db "$work/gleaner.db" --data-dir "$work/data" \
-  --listen 127.0.0.1:0 --port-file "$work/port" --heartbeat-interval 0.5 \
+  --listen 127.0.0.1:0 --port-file "$work/port" --heartbeat-interval 0.5 --stall-after 2.5 \
   --maintenance-period 0.5 --retry-after 1 2>"$work/coordinator.log" &
 pids+=($!)
 for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
@@ -116,6 +117,29 @@ grep -h "released at step" "$work/agent-a.log" | sed 's/^/    /' || true
 for _ in 1 2 3 4; do sleep 0.5; show; done
 start_agent a; agent_a=$agent_pid
 say "agent a restarted (pid $agent_a)"
+
+# 5. Then a harder stop: agent b is killed outright (kill -9, a power cut) mid-job. Its trainer
+#    dies with it; the coordinator's stall rule hands the job to another node, which resumes from
+#    the last committed checkpoint; the restarted agent finishes any recorded uploads (if its
+#    lease is still held) and asks for work as usual.
+target=""
+for _ in $(seq 1 120); do
+  sleep 0.5
+  show
+  target=$(mid_job_of b $((steps / 4)) $((steps * 3 / 4)))
+  [ -n "$target" ] && break
+done
+if [ -n "$target" ]; then
+  say "kill -9 agent b while it trains $target"
+  kill -KILL "$agent_b"
+  wait "$agent_b" 2>/dev/null || true
+  sleep 1
+  start_agent b; agent_b=$agent_pid
+  say "agent b restarted (pid $agent_b)"
+  for _ in 1 2; do sleep 0.5; show; done
+  grep -hE "found from a previous run|pending checkpoint|released after restart" \
+    "$work/agent-b.log" | sed 's/^/    /' || true
+fi
 for _ in $(seq 1 360); do
   all_done && break
   sleep 1
@@ -123,7 +147,7 @@ for _ in $(seq 1 360); do
 done
 all_done || { say "jobs did not finish in time"; exit 1; }
 
-# 5. Verify every result against an uninterrupted local run of the same job.
+# 6. Verify every result against an uninterrupted local run of the same job.
 ok=0
 for id in "${ids[@]}"; do
   job=$(api "$dev" GET "/v1/jobs/$id")
@@ -145,11 +169,83 @@ for id in "${ids[@]}"; do
 done
 say "$ok of ${#ids[@]} jobs completed with the exact chain of an uninterrupted run"
 
-# 6. What every training step cost.
+# 7. Real training: lora-sd jobs (a tiny SD-style UNet + LoRA in libtorch, on CPU). Model and
+#    dataset are made locally, uploaded with the gleaner CLI, trained across a SIGTERM of the agent
+#    holding them, downloaded, and compared byte for byte with an uninterrupted local run.
+lora_ok=0; lora_n=0
+lw="$work/lora"; mkdir -p "$lw"
+if "$bin/gleaner-train" make-model --out "$lw/weights.safetensors" --seed 1 >"$lw/make.log" 2>&1 &&
+   "$bin/gleaner-train" make-dataset --out "$lw/data.safetensors" --n 8 --size 8 >>"$lw/make.log" 2>&1; then
+  export GLEANER_URL=$url GLEANER_TOKEN=$dev
+  m_uri=$("$bin/gleaner" upload "$lw/weights.safetensors" 2>/dev/null)
+  d_uri=$("$bin/gleaner" upload "$lw/data.safetensors" 2>/dev/null)
+  m_sha=$(sha256sum "$lw/weights.safetensors" | cut -d' ' -f1)
+  d_sha=$(sha256sum "$lw/data.safetensors" | cut -d' ' -f1)
+  say "lora-sd: uploaded a tiny UNet ($m_uri) and a latent dataset ($d_uri)"
+  lora_ids=()
+  for seed in 5 6; do
+    jq -n --arg mu "$m_uri" --arg ms "$m_sha" --arg du "$d_uri" --arg ds "$d_sha" \
+      --argjson seed "$seed" --slurpfile cfg "$lw/config.json" \
+      '{kind:"lora-sd",
+        params:{steps:120,batch_size:2,checkpoint_every:20,learning_rate:0.003,rank:4,seed:$seed},
+        model:{uri:$mu,sha256:$ms,config:$cfg[0]}, dataset:{uri:$du,sha256:$ds}}' >"$lw/job-$seed.json"
+    lora_ids+=("$("$bin/gleaner" submit "$lw/job-$seed.json")")
+  done
+  lora_n=${#lora_ids[@]}
+  say "lora-sd: submitted ${lora_ids[*]} (120 steps, batch 2, rank 4, checkpoint every 20)"
+  # Interrupt whichever agent holds the first job once it is past step 30.
+  holder=""
+  for _ in $(seq 1 600); do
+    sleep 0.2
+    j=$(api "$dev" GET "/v1/jobs/${lora_ids[0]}")
+    if [ "$(jq -r .state <<<"$j")" = running ] && [ "$(jq -r .step <<<"$j")" -ge 30 ]; then
+      n=$(jq -r .node_id <<<"$j")
+      if [ "$n" = "$(node_of a)" ]; then holder=a; elif [ "$n" = "$(node_of b)" ]; then holder=b; fi
+      say "lora-sd: ${lora_ids[0]} at step $(jq -r .step <<<"$j") on agent $holder"
+      break
+    fi
+  done
+  if [ -n "$holder" ]; then
+    if [ "$holder" = a ]; then victim=$agent_a; else victim=$agent_b; fi
+    say "lora-sd: SIGTERM to agent $holder: the trainer checkpoints at the next step, the agent uploads, commits and releases"
+    kill -TERM "$victim"; wait "$victim" 2>/dev/null || true
+    start_agent "$holder"
+    if [ "$holder" = a ]; then agent_a=$agent_pid; else agent_b=$agent_pid; fi
+  fi
+  for id in "${lora_ids[@]}"; do
+    for _ in $(seq 1 600); do
+      st=$(api "$dev" GET "/v1/jobs/$id" | jq -r .state)
+      case "$st" in completed|failed|canceled) break ;; esac
+      sleep 0.5
+    done
+    "$bin/gleaner" download "$id" -o "$lw/out-$id" >/dev/null 2>&1 || true
+    job=$(api "$dev" GET "/v1/jobs/$id")
+    ref="$lw/ref-$id"; mkdir -p "$ref"
+    jq -c --arg m "$lw/weights.safetensors" --arg d "$lw/data.safetensors" --slurpfile cfg "$lw/config.json" \
+      '{job_id:.id,kind:.kind,steps:.steps,params:.params,inputs:{model:$m,dataset:$d},model:{config:$cfg[0]}}' \
+      <<<"$job" >"$ref/SPEC.json"
+    "$bin/gleaner-train" run --spec "$ref/SPEC.json" --work-dir "$ref" >/dev/null 2>&1 || true
+    leases=$(api "$dev" GET "/v1/jobs/$id/events" | jq -r '[.segments[] | "\(.step_start)->\(.step_end) \(.end_reason)"] | join(", ")')
+    verdict=MISMATCH
+    if [ "$(jq -r .state <<<"$job")" = completed ] &&
+       cmp -s "$lw/out-$id/lora.safetensors" "$ref/output/lora.safetensors" &&
+       cmp -s "$lw/out-$id/lora_peft.safetensors" "$ref/output/lora_peft.safetensors"; then
+      verdict=OK; lora_ok=$((lora_ok + 1))
+    fi
+    alphas=$(head -c 200000 "$lw/out-$id/lora.safetensors" 2>/dev/null | grep -a -o '\.alpha"' | wc -l)
+    printf '  %s %-9s %-8s kohya .alpha tensors: %s  leases: %s\n' "$id" \
+      "$(jq -r .state <<<"$job")" "$verdict" "$alphas" "$leases"
+  done
+  say "lora-sd: $lora_ok of $lora_n LoRA results byte-identical to an uninterrupted run (files in $lw/out-*)"
+else
+  say "lora-sd: skipped (gleaner-train was built without libtorch: -DGLEANER_WITH_TORCH=ON)"
+fi
+
+# 8. What every training step cost.
 say "cost report by job (GET /v1/reports/cost?group_by=job&format=csv)"
 api "$op" GET "/v1/reports/cost?group_by=job&format=csv" | column -s, -t 2>/dev/null ||
   api "$op" GET "/v1/reports/cost?group_by=job&format=csv"
 say "by node"
 api "$op" GET "/v1/reports/cost?group_by=node&format=csv" | column -s, -t 2>/dev/null ||
   api "$op" GET "/v1/reports/cost?group_by=node&format=csv"
-[ "$ok" = "${#ids[@]}" ]
+[ "$ok" = "${#ids[@]}" ] && [ "$lora_ok" = "$lora_n" ]

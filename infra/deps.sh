@@ -10,6 +10,7 @@ packages=(
   libcpp-httplib-dev libsqlitecpp-dev libsqlite3-dev sqlite3 libssl-dev openssl
   libcurl4-openssl-dev nlohmann-json3-dev catch2 libtorch-dev
   nodejs npm jq bsdextrautils
+  chromium
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -33,6 +34,18 @@ have=$(sed -n 's/^  "version": "\(.*\)".*/\1/p' "$root/wasm/node_modules/minifla
 if [ "$want" != "$have" ]; then
   echo "deps: npm ci in wasm/ (miniflare $want)"
   (cd "$root/wasm" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+fi
+# The dashboard's charting library (embedded into gleaner-coordinator at build time) and the
+# browser test's driver (playwright-core; it uses Debian's chromium, never downloaded browsers),
+# pinned by coordinator/dashboard/package-lock.json.
+dash="$root/coordinator/dashboard"
+want=$(cd "$dash" && node -e 'const l=require("./package-lock.json").packages;
+  console.log(["uplot","playwright-core"].map(n=>l["node_modules/"+n].version).join(" "))')
+have=$(cd "$dash" && node -e 'const v=n=>{try{return require("./node_modules/"+n+"/package.json").version}catch(e){return "-"}};
+  console.log(["uplot","playwright-core"].map(v).join(" "))')
+if [ "$want" != "$have" ]; then
+  echo "deps: npm ci in coordinator/dashboard/ (uplot + playwright-core: $want)"
+  (cd "$dash" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 fi
 # A local S3-compatible server (s3rver) for the agent's S3 end-to-end test, pinned by
 # tests/s3/package-lock.json.

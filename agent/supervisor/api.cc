@@ -114,6 +114,8 @@ Result<Assignment> ParseAssignment(const Json& j) {
   jr.Int("steps", &a.steps, false, 0, int64_t(1) << 40);
   if (!jr.ok()) return jr.status();
   a.params = *params;
+  auto model = jobobj->find("model");
+  if (model != jobobj->end() && model->is_object()) a.model = *model;
   if (a.steps == 0) {
     auto s = a.params.find("steps");
     if (s != a.params.end() && s->is_number_integer()) a.steps = s->get<int64_t>();

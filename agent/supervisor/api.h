@@ -27,6 +27,7 @@ struct Assignment {
   std::string job_id;
   std::string kind;
   Json params = Json::object();
+  Json model = Json::object();  // job.model ({"config": UNet config} for lora-sd), passed to SPEC
   int64_t steps = 0;
   int64_t epoch = 0;
   double heartbeat_interval_s = 30;

@@ -16,12 +16,22 @@ namespace {
 const char* const kEnv[][2] = {{"coordinator", "GLEANER_COORDINATOR"},
                                {"enroll-token", "GLEANER_ENROLL_TOKEN"},
                                {"state-dir", "GLEANER_STATE_DIR"},
-                               {"machine-id", "GLEANER_MACHINE_ID"}};
+                               {"machine-id", "GLEANER_MACHINE_ID"},
+                               {"ca-file", "GLEANER_CA_FILE"}};
 
-const char* const kKeys[] = {"coordinator",       "enroll-token", "state-dir",
-                             "machine-id",        "trainer",      "heartbeat-interval",
-                             "shutdown-deadline", "cache-max-mb", "keep-checkpoints",
-                             "max-poll-interval", "config",       nullptr};
+const char* const kKeys[] = {"coordinator",
+                             "enroll-token",
+                             "state-dir",
+                             "machine-id",
+                             "trainer",
+                             "heartbeat-interval",
+                             "shutdown-deadline",
+                             "cache-max-mb",
+                             "keep-checkpoints",
+                             "max-poll-interval",
+                             "config",
+                             "ca-file",
+                             nullptr};
 
 bool Known(const std::string& k) {
   for (const char* const* p = kKeys; *p != nullptr; ++p) {
@@ -59,9 +69,11 @@ const char* AgentUsage() {
   return "usage: gleaner-agent --coordinator URL --enroll-token TOKEN --state-dir DIR\n"
          "  [--config FILE] [--machine-id ID] [--trainer PATH] [--heartbeat-interval S]\n"
          "  [--shutdown-deadline S (20)] [--cache-max-mb N (20480)] [--keep-checkpoints N (3)]\n"
-         "  [--max-poll-interval S (60)] [--once]\n"
+         "  [--max-poll-interval S (60)] [--ca-file PEM] [--once]\n"
+         "HTTPS certificates are always verified: against the system CAs, or only the CAs in\n"
+         "--ca-file.\n"
          "env: GLEANER_COORDINATOR, GLEANER_ENROLL_TOKEN, GLEANER_STATE_DIR, GLEANER_MACHINE_ID,\n"
-         "     SALAD_MACHINE_ID\n";
+         "     GLEANER_CA_FILE, SALAD_MACHINE_ID\n";
 }
 
 Result<AgentConfig> ParseAgentConfig(int argc, char** argv) {
@@ -122,6 +134,7 @@ Result<AgentConfig> ParseAgentConfig(int argc, char** argv) {
   c.enroll_token = values["enroll-token"];
   c.state_dir = values["state-dir"];
   c.machine_id = values["machine-id"];
+  c.ca_file = values["ca-file"];
   c.trainer = values.count("trainer") ? values["trainer"] : DefaultTrainer();
   struct Num {
     const char* key;
@@ -148,6 +161,13 @@ Result<AgentConfig> ParseAgentConfig(int argc, char** argv) {
   if (c.state_dir.empty()) return Status::Invalid("--state-dir DIR is required");
   if (c.coordinator.rfind("http://", 0) != 0 && c.coordinator.rfind("https://", 0) != 0) {
     return Status::Invalid("--coordinator must be an http:// or https:// URL");
+  }
+  if (!c.ca_file.empty()) {
+    Result<std::string> pem = files::ReadAll(c.ca_file, 16 << 20);
+    if (!pem.ok()) return Status::Invalid("--ca-file: " + pem.status().message());
+    if (pem->find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+      return Status::Invalid("--ca-file: no PEM certificate in " + c.ca_file);
+    }
   }
   return c;
 }

@@ -15,6 +15,7 @@ struct AgentConfig {
   std::string state_dir;            // --state-dir / GLEANER_STATE_DIR
   std::string machine_id;           // --machine-id / GLEANER_MACHINE_ID (else detected)
   std::string trainer;              // --trainer (default: gleaner-train beside gleaner-agent)
+  std::string ca_file;              // --ca-file / GLEANER_CA_FILE: trust only these CAs (PEM)
   double heartbeat_override_s = 0;  // --heartbeat-interval: 0 = the lease's interval
   double shutdown_deadline_s = 20;  // --shutdown-deadline
   int64_t cache_max_mb = 20480;     // --cache-max-mb

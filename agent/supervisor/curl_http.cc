@@ -73,9 +73,28 @@ CURL* ThreadHandle() {
   return holder.h;
 }
 
+// Signed URLs carry credentials in the query: keep it out of error messages (and so logs).
+std::string RedactQuery(const std::string& url) {
+  size_t q = url.find('?');
+  return q == std::string::npos ? url : url.substr(0, q) + "?...";
+}
+
+// Why a transfer failed, for logs: libcurl's detailed message, with a hint for certificates.
+std::string TransferError(CURLcode rc, const char* errbuf, const std::string& ca_file) {
+  std::string detail = errbuf[0] != '\0' ? errbuf : curl_easy_strerror(rc);
+  while (!detail.empty() && (detail.back() == '\n' || detail.back() == ' ')) detail.pop_back();
+  if (rc == CURLE_PEER_FAILED_VERIFICATION) {
+    return "TLS certificate refused: " + detail +
+           (ca_file.empty() ? " (trusting the system CAs; --ca-file pins a private CA)"
+                            : " (trusting only the CAs in " + ca_file + ")");
+  }
+  if (rc == CURLE_SSL_CONNECT_ERROR) return "TLS handshake failed: " + detail;
+  return detail;
+}
+
 }  // namespace
 
-CurlHttpClient::CurlHttpClient() {
+CurlHttpClient::CurlHttpClient(CurlOptions options) : options_(std::move(options)) {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
@@ -95,7 +114,18 @@ Result<HttpResponse> CurlHttpClient::Send(const HttpCall& call) {
   curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, long(call.timeout_ms));
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
   curl_easy_setopt(curl, CURLOPT_TCP_NODELAY, 1L);
-  if (!call.ca_file.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, call.ca_file.c_str());
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
+  // TLS policy (reset above, so set on every call): always verify, TLS 1.2 or newer.
+  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(curl, CURLOPT_SSLVERSION, long(CURL_SSLVERSION_TLSv1_2));
+  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
+  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
+  if (!options_.ca_file.empty()) {
+    curl_easy_setopt(curl, CURLOPT_CAINFO, options_.ca_file.c_str());
+    curl_easy_setopt(curl, CURLOPT_CAPATH,
+                     static_cast<const char*>(nullptr));  // only this file, not the system store
+  }
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, OnHeader);
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &ctx);
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnBody);
@@ -137,7 +167,8 @@ Result<HttpResponse> CurlHttpClient::Send(const HttpCall& call) {
     return Status::Io("writing " + call.download_file + " failed");
   }
   if (rc != CURLE_OK) {
-    return Status::Unavailable(call.method + " " + call.url + ": " + curl_easy_strerror(rc));
+    return Status::Unavailable(call.method + " " + RedactQuery(call.url) + ": " +
+                               TransferError(rc, errbuf, options_.ca_file));
   }
   if (code >= 200 && code < 300 && !call.download_file.empty() && ctx.out == nullptr) {
     // Empty 2xx body: still create the (empty) file.

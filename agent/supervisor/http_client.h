@@ -24,7 +24,6 @@ struct HttpCall {
   std::string upload_file;    // PUT the contents of this file
   std::string download_file;  // 2xx bodies are written here instead of HttpResponse::body
   int timeout_ms = 30000;
-  std::string ca_file;  // PEM bundle to verify the server with ("" = the system's)
 };
 
 struct HttpResponse {

@@ -187,7 +187,7 @@ Status Run::PrepareInputs(Json* inputs) {
           if (p.ok()) path = *p;
           return p.status();
         },
-        [this] { return GiveUp(); }, &sd_->stop);
+        [this] { return GiveUp() || sd_->stop.requested(); }, &sd_->stop);
     if (!s.ok()) return Status(s.code(), "input " + in.name + ": " + s.message());
     (*inputs)[in.name] = path;
     keep.insert(path);
@@ -203,7 +203,7 @@ std::string Run::PrepareResume() {
   std::string dir = files::Join(work_dir_, "resume");
   Status s = Retry(
       "resume checkpoint", [&] { return DownloadVerified(api_, r.url, r.sha256, r.size, archive); },
-      [this] { return GiveUp(); }, &sd_->stop);
+      [this] { return GiveUp() || sd_->stop.requested(); }, &sd_->stop);
   if (s.ok()) {
     Result<CheckpointManifest> m = UnpackCheckpoint(archive, dir);
     if (!m.ok()) {
@@ -213,6 +213,7 @@ std::string Run::PrepareResume() {
     }
   }
   files::RemoveTree(archive);
+  if (!s.ok() && (sd_->stop.requested() || lost_ || canceled_)) return "";  // Go() stops next
   if (!s.ok()) {
     Log("job %s: resume checkpoint step %lld failed verification (%s); starting from scratch",
         job_.job_id.c_str(), static_cast<long long>(job_.resume_step), s.ToString().c_str());
@@ -227,6 +228,7 @@ std::string Run::PrepareResume() {
 }
 
 JobOutcome Run::Lost() {
+  if (!canceled_) Log("job %s: lease lost; discarding local work", job_.job_id.c_str());
   if (uploader_) uploader_->Abort();
   state_->ClearCurrentJob();
   files::RemoveTree(work_dir_);
@@ -317,8 +319,11 @@ JobOutcome Run::Complete() {
 JobOutcome Run::Finish(int wait_status, bool interrupted_by_us) {
   if (lost_ || canceled_ || (uploader_ && uploader_->lease_lost())) return Lost();
   if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kExitDone) return Complete();
-  if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kExitInterrupted && interrupted_by_us) {
-    return Release("agent shutting down");
+  if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kExitInterrupted) {
+    // Interrupted with a checkpoint: by us, or by a signal sent to every process of the
+    // service at once. Never the job's fault.
+    return Release(interrupted_by_us || sd_->stop.requested() ? "agent shutting down"
+                                                              : "trainer interrupted");
   }
   if (interrupted_by_us && sd_->stop.requested() && !WIFEXITED(wait_status)) {
     return Release("agent shutting down (trainer did not checkpoint in time)");
@@ -371,6 +376,7 @@ JobOutcome Run::Go() {
 
   Json spec = {{"job_id", job_.job_id}, {"kind", job_.kind},   {"params", job_.params},
                {"inputs", inputs},      {"steps", job_.steps}, {"epoch", job_.epoch}};
+  if (!job_.model.empty()) spec["model"] = job_.model;  // lora-sd reads model.config
   std::string spec_path = files::Join(work_dir_, "SPEC.json");
   s = files::WriteDurable(spec_path, DumpJson(spec));
   if (!s.ok()) return Release("node storage error: " + s.message());

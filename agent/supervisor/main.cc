@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
     _exit(1);
   }).detach();
 
-  CurlHttpClient http;
+  CurlHttpClient http(CurlOptions{config->ca_file});
   int rc = RunAgent(*config, &http, &shutdown);
   std::fflush(nullptr);
   _exit(rc);  // the signal thread may still be waiting; do not run static destructors under it

@@ -109,9 +109,22 @@ const std::vector<RouteInfo>& Routes() {
       {"PUT", "/v1/prices", kOp, HandlePutPrice, true},
       {"GET", "/v1/prices", kOp, HandleListPrices, false},
       {"GET", "/v1/reports/cost", kOp, HandleCostReport, false},
+      {"GET", "/v1/reports/queue", kOp, HandleQueueReport, false},
+      {"GET", "/v1/reports/autoscaler", kOp, HandleAutoscalerReport, false},
+      {"GET", "/v1/reports/cost-per-step", kOp, HandleCostPerStepReport, false},
+      {"GET", "/metrics", kOp, HandleMetrics, false},
       {"POST", "/v1/admin/maintenance", kOp, HandleMaintenance, true},
   };
   return kRoutes;
+}
+
+const RouteInfo* FindRoute(const std::string& method, const std::string& path) {
+  std::vector<std::string> segs = Split(path);
+  std::vector<std::string> args;
+  for (const RouteInfo& r : Routes()) {
+    if (r.method == method && Match(r.pattern, segs, &args)) return &r;
+  }
+  return nullptr;
 }
 
 Plan RouteRequest(const CoreConfig* config, const HttpRequest& request) {

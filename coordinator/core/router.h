@@ -22,6 +22,10 @@ struct RouteInfo {
 
 const std::vector<RouteInfo>& Routes();
 
+// The route serving method + path, or nullptr (for metrics labels and logs: the pattern, not the
+// path, so ids do not become label values).
+const RouteInfo* FindRoute(const std::string& method, const std::string& path);
+
 // The whole pipeline for one request.
 Plan RouteRequest(const CoreConfig* config, const HttpRequest& request);
 

@@ -39,6 +39,12 @@ Plan HandlePutPrice(CtxPtr ctx);
 Plan HandleListPrices(CtxPtr ctx);
 // reports.cc
 Plan HandleCostReport(CtxPtr ctx);
+// reports_ops.cc
+Plan HandleQueueReport(CtxPtr ctx);
+Plan HandleAutoscalerReport(CtxPtr ctx);
+Plan HandleCostPerStepReport(CtxPtr ctx);
+// metrics.cc
+Plan HandleMetrics(CtxPtr ctx);
 // maintenance.cc
 Plan HandleMaintenance(CtxPtr ctx);
 Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms, const PoolObservation& pool = {});

@@ -71,6 +71,12 @@ void GroupCommitter::Loop() {
     stats_.in_flight = group.size();
     lock.unlock();
     std::vector<core::BatchResult> results = db_->ExecuteGroup(batches);
+    lock.lock();
+    stats_.in_flight = 0;
+    stats_.groups += 1;
+    stats_.batches += int64_t(group.size());
+    stats_.largest = std::max(stats_.largest, group.size());
+    lock.unlock();  // stats first: a caller that returns sees its group counted
     for (size_t i = 0; i < group.size(); ++i) {
       Pending* p = group[i];
       std::lock_guard<std::mutex> done(p->mu);
@@ -79,10 +85,6 @@ void GroupCommitter::Loop() {
       p->cv.notify_one();  // under p->mu: p lives on the caller's stack until it sees done
     }
     lock.lock();
-    stats_.in_flight = 0;
-    stats_.groups += 1;
-    stats_.batches += int64_t(group.size());
-    stats_.largest = std::max(stats_.largest, group.size());
   }
 }
 

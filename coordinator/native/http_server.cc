@@ -10,7 +10,10 @@
 #include <cmath>
 #include <thread>
 
+#include "coordinator/core/router.h"
+#include "coordinator/dashboard/assets.h"
 #include "coordinator/native/log.h"
+#include "coordinator/native/metrics.h"
 #include "shared/sha256.h"
 
 namespace gleaner::native {
@@ -78,6 +81,28 @@ bool SplitTarget(const httplib::Request& req, std::string* path, std::string* qu
   return core::UrlDecode(raw_path, path, /*plus_is_space=*/false);
 }
 
+// The dashboard's embedded files: public (they hold no data; every API call needs a token).
+void SendAsset(const dashboard::Asset& a, httplib::Response& res) {
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Content-Type-Options", "nosniff");
+  res.set_header("X-Frame-Options", "DENY");
+  res.set_header("Content-Security-Policy",
+                 "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+                 "frame-ancestors 'none'");
+  res.set_content(reinterpret_cast<const char*>(a.data), a.size, a.content_type);
+}
+
+// Metrics and log label of a request: its route pattern, never the raw path.
+std::string RouteLabel(const std::string& method, const std::string& path) {
+  if (path.rfind("/blobs/", 0) == 0) return "/blobs/{key}";
+  if ((method == "GET" || method == "HEAD") && dashboard::FindAsset(path) != nullptr) {
+    return path == "/" ? "/" : "/dashboard/{file}";
+  }
+  const core::RouteInfo* r = core::FindRoute(method == "HEAD" ? "GET" : method, path);
+  return r != nullptr ? r->pattern : "other";
+}
+
 int64_t DeclaredLength(const httplib::Request& req) {
   if (!req.has_header("Content-Length")) return -1;
   const std::string v = req.get_header_value("Content-Length");
@@ -87,11 +112,26 @@ int64_t DeclaredLength(const httplib::Request& req) {
   return n;
 }
 
+// An HTTPS server (TLS policy and certificate callback from TlsCredentials) or plain HTTP.
+// If the TLS context cannot be made, *error says why and the (plain) server is never bound.
+std::unique_ptr<httplib::Server> MakeServer(TlsCredentials* tls, std::string* error) {
+  if (tls == nullptr) return std::make_unique<httplib::Server>();
+  auto svr = std::make_unique<httplib::SSLServer>(
+      [tls, error](SSL_CTX& ctx) { return tls->ConfigureServerContext(&ctx, error); });
+  if (svr->is_valid()) return svr;
+  if (error->empty()) *error = "SSL_CTX_new failed";
+  return std::make_unique<httplib::Server>();
+}
+
 }  // namespace
 
 struct HttpServer::Impl {
+  explicit Impl(HttpServerOptions o)
+      : options(std::move(o)), owned(MakeServer(options.tls, &setup_error)), svr(*owned) {}
   HttpServerOptions options;
-  httplib::Server svr;
+  std::string setup_error;  // non-empty: the TLS context could not be made; Bind() fails
+  std::unique_ptr<httplib::Server> owned;
+  httplib::Server& svr;
   std::atomic<bool> stopping{false};
   std::atomic<bool> serving{false};
 
@@ -125,6 +165,9 @@ void HttpServer::Impl::Dispatch(const httplib::Request& req, httplib::Response& 
       if (req.method == "GET" || req.method == "HEAD") return HandleBlobGet(req, res, path, query);
       CloseAfter(res);
       return SendError(Status(Code::kNotFound, "blobs support only PUT and GET"), res);
+    }
+    if (req.method == "GET" || req.method == "HEAD") {
+      if (const dashboard::Asset* asset = dashboard::FindAsset(path)) return SendAsset(*asset, res);
     }
     HandleApi(req, res, reader, std::move(path), std::move(query));
   } catch (const std::exception& e) {
@@ -180,6 +223,10 @@ void HttpServer::Impl::HandleApi(const httplib::Request& req, httplib::Response&
   r.request_id = res.get_header_value("X-Request-Id");
 
   core::Plan plan = runner->Run(coord->Handle(r));
+  // /metrics: the core's database gauges, then this process's counters and histograms.
+  if (r.path == "/metrics" && plan.response().status == 200) {
+    plan.response().body += ProcessMetrics().Text();
+  }
   SendResponse(plan.response(), res);
   // The response is final; superseded objects go now, best-effort (the core already forgot them).
   for (const std::string& key : plan.blob_deletes()) {
@@ -233,6 +280,7 @@ void HttpServer::Impl::HandleBlobPut(const httplib::Request& req, httplib::Respo
     }
     return SendError(stored.status(), res);
   }
+  ProcessMetrics().AddBlobBytesWritten(stored->size);
   core::Plan plan =
       runner->Run(coord->BlobStoredPlan(grant->key, stored->size, stored->sha256, clock->NowMs()));
   SendResponse(plan.response(), res);
@@ -336,26 +384,31 @@ void HttpServer::Impl::Install() {
       });
   svr.set_logger([](const httplib::Request& req, const httplib::Response& res) {
     if (req.method.empty()) return;  // no request was parsed (connection closed or garbage)
-    Json fields = {{"method", req.method}, {"path", req.path}, {"status", res.status}};
+    std::string route = RouteLabel(req.method, req.path);
+    Json fields = {
+        {"method", req.method}, {"path", req.path}, {"route", route}, {"status", res.status}};
     std::string id = res.get_header_value("X-Request-Id");
     if (!id.empty()) {
+      double seconds = std::chrono::duration<double>(SteadyClock::now() - t_request_start).count();
       fields["request_id"] = id;
-      fields["latency_ms"] =
-          std::chrono::duration<double, std::milli>(SteadyClock::now() - t_request_start).count();
+      fields["latency_ms"] = seconds * 1000.0;
+      ProcessMetrics().ObserveRequest(route, req.method, res.status, seconds);
     }
     Log(res.status >= 500 ? LogLevel::kWarn : LogLevel::kInfo, "request", fields);
   });
 }
 
-HttpServer::HttpServer(HttpServerOptions options) : impl_(std::make_unique<Impl>()) {
-  impl_->options = std::move(options);
-}
+HttpServer::HttpServer(HttpServerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
 
 HttpServer::~HttpServer() {
   Stop();
 }
 
 Result<int> HttpServer::Bind() {
+  if (!impl_->setup_error.empty()) {
+    return Status::Internal("cannot set up TLS: " + impl_->setup_error);
+  }
   try {
     // Socket options apply to the listening socket (accepted sockets inherit them), so they must
     // be set before binding. Without TCP_NODELAY every keep-alive response after the first

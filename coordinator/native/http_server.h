@@ -7,6 +7,8 @@
 // Request bodies are read by the shell with a limit (CoreConfig::max_request_body → 413), never
 // buffered past it. This file is where httplib's exceptions are caught; none escape.
 // Every request is logged as one JSON line (request_id, method, path, status, latency_ms).
+// With HttpServerOptions::tls set it serves HTTPS only (OpenSSL through httplib's SSLServer; the
+// TLS policy and certificate rotation are TlsCredentials' business, see tls.h).
 // Threading: Bind and Serve from one thread; Stop from any thread (not from a signal handler).
 #pragma once
 
@@ -17,6 +19,7 @@
 #include "coordinator/native/blob_store.h"
 #include "coordinator/native/clock.h"
 #include "coordinator/native/plan_runner.h"
+#include "coordinator/native/tls.h"
 #include "shared/status.h"
 
 namespace gleaner::native {
@@ -28,6 +31,8 @@ struct HttpServerOptions {
   double keep_alive_timeout_s = 5;
   double io_timeout_s =
       30;  // a read or write on a connection that makes no progress this long fails
+  TlsCredentials* tls =
+      nullptr;  // set: HTTPS with these (loaded) credentials; must outlive the server
 };
 
 class HttpServer {

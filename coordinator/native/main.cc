@@ -20,6 +20,7 @@
 #include "coordinator/native/options.h"
 #include "coordinator/native/plan_runner.h"
 #include "coordinator/native/signing_key.h"
+#include "coordinator/native/tls.h"
 
 using namespace gleaner;
 using namespace gleaner::native;
@@ -50,6 +51,31 @@ LogLevel ParseLevel(const std::string& s) {
   return LogLevel::kInfo;
 }
 
+Json TlsFields(const TlsCertInfo& info) {
+  return {{"subject", info.subject},
+          {"serial", info.serial},
+          {"not_after", info.not_after},
+          {"time_valid", info.time_valid}};
+}
+
+// SIGHUP: new TLS connections get the re-read certificate and key; on a bad file the current
+// ones stay in use. Established connections are never touched.
+void ReloadTls(TlsCredentials* tls) {
+  if (tls == nullptr) {
+    LogInfo("SIGHUP ignored: no --tls-cert to reload");
+    return;
+  }
+  Status st = tls->Load();
+  if (!st.ok()) {
+    LogError("tls reload failed; still serving the previous certificate",
+             {{"error", st.message()}, {"tls", TlsFields(tls->Info())}});
+    return;
+  }
+  TlsCertInfo info = tls->Info();
+  Log(info.time_valid ? LogLevel::kInfo : LogLevel::kWarn, "tls reloaded",
+      {{"tls", TlsFields(info)}});
+}
+
 int Serve(const std::vector<std::string>& args) {
   auto start = std::chrono::steady_clock::now();
   auto parsed = ParseServeOptions(
@@ -72,11 +98,24 @@ int Serve(const std::vector<std::string>& args) {
   st = blobs.Init();
   if (!st.ok()) return Fail("cannot prepare blob store: " + st.message());
 
+  // HTTPS credentials are checked before anything listens; SIGHUP re-reads them.
+  std::unique_ptr<TlsCredentials> tls;
+  if (!opts.tls_cert.empty()) {
+    tls = std::make_unique<TlsCredentials>(opts.tls_cert, opts.tls_key);
+    st = tls->Load();
+    if (!st.ok()) return Fail(st.message());
+    if (!tls->Info().time_valid) {
+      LogWarn("the TLS certificate is expired or not yet valid; clients will refuse it",
+              {{"tls", TlsFields(tls->Info())}});
+    }
+  }
+
   // Signals are handled by one thread with sigwait: block them before any thread starts.
   sigset_t sigs;
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGTERM);
   sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -106,6 +145,7 @@ int Serve(const std::vector<std::string>& args) {
   http.threads = opts.threads;
   http.keep_alive_timeout_s = opts.keep_alive_timeout_s;
   http.io_timeout_s = opts.io_timeout_s;
+  http.tls = tls.get();
   HttpServer server(http);
   auto port = server.Bind();
   if (!port.ok()) return Fail(port.status().message());
@@ -113,7 +153,8 @@ int Serve(const std::vector<std::string>& args) {
     std::string host = opts.listen_host;
     if (host == "0.0.0.0" || host == "::") host = "127.0.0.1";
     if (host.find(':') != std::string::npos) host = "[" + host + "]";
-    opts.core.public_url = "http://" + host + ":" + std::to_string(*port);
+    opts.core.public_url =
+        std::string(tls ? "https://" : "http://") + host + ":" + std::to_string(*port);
   }
   core::Coordinator coordinator(opts.core);
 
@@ -125,6 +166,8 @@ int Serve(const std::vector<std::string>& args) {
 
   double startup_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  Json tls_fields = nullptr;
+  if (tls) tls_fields = TlsFields(tls->Info());
   LogInfo("listening", {{"host", opts.listen_host},
                         {"port", *port},
                         {"public_url", opts.core.public_url},
@@ -135,14 +178,15 @@ int Serve(const std::vector<std::string>& args) {
                         {"stall_after_s", opts.core.stall_after_s},
                         {"maintenance_period_s", opts.maintenance_period_s},
                         {"s3", opts.core.s3.enabled()},
+                        {"tls", tls_fields},
                         {"pool_provider", opts.pool.provider},
                         {"startup_ms", startup_ms}});
-  std::string self_url = "http://127.0.0.1:" + std::to_string(*port);
-  if (opts.listen_host != "0.0.0.0" && opts.listen_host != "::") {
-    std::string host = opts.listen_host;
-    if (host.find(':') != std::string::npos) host = "[" + host + "]";
-    self_url = "http://" + host + ":" + std::to_string(*port);
-  }
+  // Where local pool agents reach this process (the public URL may name a proxy).
+  std::string self_host = opts.listen_host;
+  if (self_host == "0.0.0.0" || self_host == "::") self_host = "127.0.0.1";
+  if (self_host.find(':') != std::string::npos) self_host = "[" + self_host + "]";
+  std::string self_url =
+      std::string(tls ? "https://" : "http://") + self_host + ":" + std::to_string(*port);
   auto pool = MakePoolProvider(opts.pool, self_url, opts.data_dir);
   if (!pool.ok()) return Fail(pool.status().message());
   MaintenanceLoop maintenance(&coordinator, &runner, &DefaultClock(), opts.maintenance_period_s,
@@ -150,11 +194,16 @@ int Serve(const std::vector<std::string>& args) {
   maintenance.Start();
 
   std::thread signal_thread([&] {
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    if (sig != 0) {
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&sigs, &sig) != 0) continue;
+      if (sig == SIGHUP) {
+        ReloadTls(tls.get());
+        continue;
+      }
       LogInfo("shutting down", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
       server.Stop();
+      return;
     }
   });
 

@@ -1,5 +1,8 @@
 #include "coordinator/native/options.h"
 
+#include <arpa/inet.h>
+
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -74,7 +77,8 @@ const std::vector<Spec>& Specs() {
       {"config", Kind::kString, "config file of `name = value` lines", nullptr},
       {"port-file", Kind::kString, "write the bound port here (atomically) once listening",
        STR(port_file)},
-      {"public-url", Kind::kString, "base URL clients use to reach this server (http://<listen>)",
+      {"public-url", Kind::kString,
+       "base URL clients use to reach this server (http[s]://<listen>)",
        [](ServeOptions* o, const std::string& s, double, int64_t, bool) {
          o->core.public_url = s;
          while (!o->core.public_url.empty() && o->core.public_url.back() == '/') {
@@ -127,6 +131,12 @@ const std::vector<Spec>& Specs() {
        "a socket read or write that makes no progress this long fails, seconds (30)",
        SECS(io_timeout_s)},
       {"log-level", Kind::kString, "debug, info, warn or error (info)", STR(log_level)},
+      {"tls-cert", Kind::kString,
+       "PEM certificate (then intermediates): serve HTTPS; re-read on SIGHUP", STR(tls_cert)},
+      {"tls-key", Kind::kString, "PEM private key for --tls-cert; re-read on SIGHUP", STR(tls_key)},
+      {"insecure-http", Kind::kBool,
+       "allow plain HTTP on a non-loopback address (behind a TLS-terminating proxy) (false)",
+       BOOL(o->insecure_http = b)},
       {"group-commit", Kind::kBool,
        "concurrent writes share one durable COMMIT (true); false: one commit per request",
        BOOL(o->group_commit = b)},
@@ -361,10 +371,30 @@ Result<ServeOptions> ParseServeOptions(const std::vector<std::string>& args, con
       o.log_level != "error") {
     return Status::Invalid("--log-level must be debug, info, warn or error");
   }
+  if (o.tls_cert.empty() != o.tls_key.empty()) {
+    return Status::Invalid("--tls-cert and --tls-key go together");
+  }
+  if (o.tls_cert.empty() && !o.insecure_http && !IsLoopbackHost(o.listen_host)) {
+    return Status::Invalid("--listen " + o.listen_host +
+                           " is not a loopback address: give --tls-cert and --tls-key, or "
+                           "--insecure-http when a TLS-terminating proxy is in front");
+  }
   if (!o.public_url_set) {
-    o.core.public_url = "http://" + o.listen_host + ":" + std::to_string(o.listen_port);
+    o.core.public_url = std::string(o.tls_cert.empty() ? "http" : "https") + "://" + o.listen_host +
+                        ":" + std::to_string(o.listen_port);
   }
   return o;
+}
+
+bool IsLoopbackHost(const std::string& host) {
+  if (host == "localhost") return true;
+  unsigned char addr[16];
+  if (inet_pton(AF_INET, host.c_str(), addr) == 1) return addr[0] == 127;
+  if (inet_pton(AF_INET6, host.c_str(), addr) != 1) return false;
+  static const unsigned char kLoopback6[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  static const unsigned char kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (std::equal(addr, addr + 16, kLoopback6)) return true;
+  return std::equal(addr, addr + 12, kMapped) && addr[12] == 127;
 }
 
 std::string ServeUsage() {

@@ -32,9 +32,12 @@ struct ServeOptions {
   double keep_alive_timeout_s = 5;
   double io_timeout_s = 30;
   std::string log_level = "info";
-  core::CoreConfig core;     // blob_signing_key is filled later (env or data dir)
-  PoolOptions pool;          // the autoscaler's pool provider
-  bool group_commit = true;  // concurrent write batches share one COMMIT (group_commit.h)
+  std::string tls_cert;        // PEM certificate chain: serve HTTPS (with tls_key)
+  std::string tls_key;         // PEM private key
+  bool insecure_http = false;  // plain HTTP on a non-loopback address (behind a TLS proxy)
+  core::CoreConfig core;       // blob_signing_key is filled later (env or data dir)
+  PoolOptions pool;            // the autoscaler's pool provider
+  bool group_commit = true;    // concurrent write batches share one COMMIT (group_commit.h)
 };
 
 // Environment lookup, injected for tests (nullptr result = unset).
@@ -43,8 +46,12 @@ using EnvLookup = std::function<const char*(const std::string& name)>;
 using FileReader = std::function<Result<std::string>(const std::string& path)>;
 
 // Parses the arguments after "serve". Errors are one readable line naming the setting.
+// Plain HTTP is refused on a non-loopback listen address unless insecure_http is set.
 Result<ServeOptions> ParseServeOptions(const std::vector<std::string>& args, const EnvLookup& env,
                                        const FileReader& read_file);
+
+// True for 127.0.0.0/8, ::1 (also IPv4-mapped) and "localhost".
+bool IsLoopbackHost(const std::string& host);
 
 // Help text listing every setting with its default.
 std::string ServeUsage();

@@ -106,7 +106,6 @@ class KubernetesPool : public PoolProvider {
     agent::HttpCall call;
     call.method = method;
     call.url = url;
-    call.ca_file = o_.ca_file;
     call.headers.emplace_back("Authorization", "Bearer " + t);
     call.headers.emplace_back("Accept", "application/json");
     if (method == "PATCH") {

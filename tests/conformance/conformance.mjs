@@ -481,4 +481,16 @@ test("operator: prices, nodes and the cost report", async () => {
   expectError(await call("GET", "/v1/reports/cost?group_by=planet", { token: opToken }), 400);
   const m = await tick();
   assert.equal(typeof m, "object");
+  // The dashboard's reports and /metrics run the same SQL on SQLite and D1.
+  const queue = expectOk(await call("GET", "/v1/reports/queue?points=5", { token: opToken }));
+  assert.equal(queue.points.length, 5);
+  assert.ok(queue.points.every((p) => Number.isInteger(p.pending) && Number.isInteger(p.running)));
+  const scale = expectOk(await call("GET", "/v1/reports/autoscaler?limit=3", { token: opToken }));
+  assert.ok(scale.events.length >= 1 && Number.isInteger(scale.events.at(-1).current));
+  expectOk(await call("GET", "/v1/reports/cost-per-step?bins=4", { token: opToken }));
+  const metrics = await call("GET", "/metrics", { token: opToken });
+  assert.equal(metrics.status, 200);
+  assert.match(metrics.text, /^gleaner_jobs\{state="pending"\} \d+$/m);
+  assert.match(metrics.text, /^gleaner_blob_bytes \d+$/m);
+  expectError(await call("GET", "/metrics"), 401, "unauthenticated");
 });

@@ -33,6 +33,23 @@ void ListFiles(const std::string& dir, std::vector<std::string>* out) {
   closedir(d);
 }
 
+// Number of live processes whose command line contains `needle`.
+int ProcessesMentioning(const std::string& needle) {
+  int n = 0;
+  DIR* d = opendir("/proc");
+  if (d == nullptr) return 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    std::string cmd = ReadFile(std::string("/proc/") + e->d_name + "/cmdline");
+    for (char& c : cmd) c = c == '\0' ? ' ' : c;
+    std::string stat = ReadFile(std::string("/proc/") + e->d_name + "/stat");
+    bool zombie = stat.find(") Z ") != std::string::npos;
+    if (!zombie && cmd.find(needle) != std::string::npos) ++n;
+  }
+  closedir(d);
+  return n;
+}
+
 std::string Tail(const std::string& s) {
   return s.size() < 3000 ? s : s.substr(s.size() - 3000);
 }
@@ -66,7 +83,10 @@ TEST_CASE("3 agents, 12 jobs, one agent SIGKILLed and one SIGTERMed: every chain
   std::string killed_job;
   REQUIRE(WaitUntil([&] { return !(killed_job = fleet.RunningJobOf(a.NodeId(), 12, 40)).empty(); },
                     Millis(20000), Millis(20)));
+  CHECK(ProcessesMentioning(dir.path() + "/a/jobs/") >= 1);  // a's trainer is running
   a.process().Kill();
+  // Its trainer dies with it (parent-death signal).
+  CHECK(WaitUntil([&] { return ProcessesMentioning(dir.path() + "/a/jobs/") == 0; }, Millis(5000)));
   // SIGTERM agent b in the middle of a job: it hands the job back and exits 0.
   std::string termed_job;
   REQUIRE(WaitUntil([&] { return !(termed_job = fleet.RunningJobOf(b.NodeId(), 8, 40)).empty(); },
@@ -83,6 +103,8 @@ TEST_CASE("3 agents, 12 jobs, one agent SIGKILLed and one SIGTERMed: every chain
 
   INFO("agent a:\n" << Tail(a.Log()));
   REQUIRE(fleet.WaitAllFinal(ids, Millis(60000)));
+  // The killed agent found its job in its state dir on restart and settled it.
+  CHECK(a.Log().find("job " + killed_job + ": found from a previous run") != std::string::npos);
   for (const std::string& id : ids) {
     INFO("job " << id);
     CHECK(fleet.Job(id).value("state", "") == "completed");
@@ -116,14 +138,14 @@ TEST_CASE("3 agents, 12 jobs, one agent SIGKILLed and one SIGTERMed: every chain
   }
 }
 
-TEST_CASE("a node whose trainer fails hands the job on; a job failing everywhere fails",
+TEST_CASE("a node whose trainer fails hands the job on; a job crashing everywhere fails",
           "[agent][e2e]") {
   TempDir dir("gleaner-e2e-fail");
   Fleet fleet(dir.path());
   REQUIRE(fleet.ok());
   std::string good = fleet.Submit(Params(7, 30, 10, 10));
   Json bad_params = Params(8, 30, 5, 10);
-  bad_params["fail_at_step"] = 12;
+  bad_params["crash_at_step"] = 12;  // abort() in the trainer: the agents survive it
   std::string bad = fleet.Submit(bad_params, /*max_failures=*/2);
   REQUIRE(!good.empty());
   REQUIRE(!bad.empty());
@@ -151,6 +173,15 @@ TEST_CASE("a node whose trainer fails hands the job on; a job failing everywhere
   std::string reason = ev["failures"][0].value("reason", "");
   CHECK(reason.find("exit 2") != std::string::npos);
   CHECK(reason.find("fail_at_step 5") != std::string::npos);
+  Json bev = fleet.Events(bad);
+  REQUIRE(bev["failures"].size() == 2);
+  bool aborted = false;  // a healthy node's trainer hit crash_at_step
+  for (const Json& f : bev["failures"]) {
+    aborted |= f.value("reason", "").find("signal 6 (Aborted)") != std::string::npos;
+  }
+  CHECK(aborted);
+  CHECK(x.process().Running());
+  CHECK(y.process().Running());
 }
 
 TEST_CASE("a corrupted checkpoint object is detected and the job restarts from scratch",

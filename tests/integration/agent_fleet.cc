@@ -45,9 +45,10 @@ std::string AgentProcess::NodeId() const {
 }
 
 Fleet::Fleet(const std::string& dir, double heartbeat_s, std::vector<std::string> coord_args,
-             std::vector<std::pair<std::string, std::string>> coord_env)
+             std::vector<std::pair<std::string, std::string>> coord_env, CoordinatorTls tls)
     : dir_(dir), coordinator_args_(std::move(coord_args)), heartbeat_s_(heartbeat_s) {
   CoordinatorOptions o;
+  o.tls = std::move(tls);
   o.env = std::move(coord_env);
   o.heartbeat_interval_s = heartbeat_s;
   o.maintenance_period_s = 0.2;
@@ -77,9 +78,15 @@ bool Fleet::RestartCoordinator(std::string* error) {
 }
 
 AgentProcess& Fleet::AddAgent(const std::string& name,
-                              std::vector<std::pair<std::string, std::string>> env) {
-  agents_.push_back(
-      std::make_unique<AgentProcess>(dir_, name, coord_->url(), enroll_, std::move(env)));
+                              std::vector<std::pair<std::string, std::string>> env,
+                              std::vector<std::string> extra_args) {
+  const std::string& ca = coord_->options().tls.ca_file;
+  if (!ca.empty()) {
+    extra_args.push_back("--ca-file");
+    extra_args.push_back(ca);
+  }
+  agents_.push_back(std::make_unique<AgentProcess>(dir_, name, coord_->url(), enroll_,
+                                                   std::move(env), std::move(extra_args)));
   return *agents_.back();
 }
 
@@ -105,7 +112,9 @@ std::string Fleet::ResultChain(const std::string& id) {
   if (r.status != 200 || !j.contains("outputs")) return "<no result: " + r.Describe() + ">";
   for (const Json& o : j["outputs"]) {
     if (o.value("name", "") == "chain.txt") {
-      return HttpClient::Fetch("GET", o["url"].get<std::string>()).body;
+      return HttpClient::Fetch("GET", o["url"].get<std::string>(), "", "", {},
+                               coord_->options().tls.ca_file)
+          .body;
     }
   }
   return "<no chain.txt>";

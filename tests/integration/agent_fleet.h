@@ -35,10 +35,12 @@ class AgentProcess {
 
 class Fleet {
  public:
-  // Starts a coordinator with fast intervals; keys for a developer and for enrolment.
+  // Starts a coordinator with fast intervals; keys for a developer and for enrolment. With `tls`
+  // the coordinator serves HTTPS and agents get --ca-file tls.ca_file.
   explicit Fleet(const std::string& dir, double heartbeat_s = 0.2,
                  std::vector<std::string> coordinator_args = {},
-                 std::vector<std::pair<std::string, std::string>> coordinator_env = {});
+                 std::vector<std::pair<std::string, std::string>> coordinator_env = {},
+                 CoordinatorTls tls = {});
   bool ok() const { return error_.empty(); }
   const std::string& error() const { return error_; }
 
@@ -47,7 +49,8 @@ class Fleet {
   bool RestartCoordinator(std::string* error);
 
   AgentProcess& AddAgent(const std::string& name,
-                         std::vector<std::pair<std::string, std::string>> env = {});
+                         std::vector<std::pair<std::string, std::string>> env = {},
+                         std::vector<std::string> extra_args = {});
   // POST /v1/jobs; returns the job id ("" on failure).
   std::string Submit(const Json& params, int max_failures = 0);
   Json Job(const std::string& id);

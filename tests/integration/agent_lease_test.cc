@@ -1,5 +1,6 @@
 // End-to-end lease rules as the agent sees them: cancel, a zombie agent, a second signal.
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <catch2/catch.hpp>
 
@@ -31,6 +32,9 @@ TEST_CASE("cancel: the agent stops the trainer, reports nothing, and takes the n
   CHECK(fleet.Job(doomed).value("state", "") == "canceled");
   CHECK(a.Log().find("canceled by the coordinator") != std::string::npos);
   CHECK(fleet.Events(doomed)["failures"].empty());
+  // Idle again: SIGTERM exits 0 promptly.
+  ExitStatus st = a.process().Stop(Millis(3000));
+  CHECK(st.clean());
 }
 
 TEST_CASE("a zombie agent (stopped past the stall timeout) loses its lease and discards its work",
@@ -66,17 +70,22 @@ TEST_CASE("a second signal makes the agent exit at once", "[agent][e2e]") {
   TempDir dir("gleaner-e2e-signals");
   Fleet fleet(dir.path());
   REQUIRE(fleet.ok());
-  // A step that takes long: the trainer cannot reach a step boundary quickly.
-  std::string id = fleet.Submit({{"seed", 3}, {"steps", 10}, {"step_ms", 20000}});
-  AgentProcess& a = fleet.AddAgent("a");
+  // A trainer that ignores SIGTERM, so the first signal cannot finish the hand-back quickly.
+  std::string trainer = dir.File("stubborn-trainer");
+  REQUIRE(WriteFile(trainer, "#!/bin/sh\ntrap '' TERM INT\necho up > " + dir.File("started") +
+                                 "\nexec sleep 60\n"));
+  REQUIRE(::chmod(trainer.c_str(), 0755) == 0);
+  std::string id = fleet.Submit({{"seed", 3}, {"steps", 10}});
+  AgentProcess& a = fleet.AddAgent("a", {}, {"--trainer", trainer});
   std::string error;
   REQUIRE(a.Start(&error));
   REQUIRE(WaitUntil([&] { return fleet.Job(id).value("state", "") == "running"; }, Millis(20000),
                     Millis(20)));
-  REQUIRE(WaitUntil([&] { return a.Log().find("epoch 1") != std::string::npos; }, Millis(5000)));
+  REQUIRE(WaitUntil([&] { return !ReadFile(dir.File("started")).empty(); }, Millis(5000)));
   a.process().Signal(SIGTERM);
-  REQUIRE(
-      WaitUntil([&] { return a.Log().find("handing back") != std::string::npos; }, Millis(5000)));
+  REQUIRE(WaitUntil(
+      [&] { return a.Log().find("asking the trainer to checkpoint") != std::string::npos; },
+      Millis(5000)));
   a.process().Signal(SIGINT);
   auto st = a.process().Wait(Millis(3000));
   INFO(a.Log());

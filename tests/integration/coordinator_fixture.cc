@@ -32,6 +32,10 @@ CoordinatorProcess::CoordinatorProcess(std::string dir, CoordinatorOptions optio
     spec.args.push_back("--stall-after");
     spec.args.push_back(Seconds(options_.stall_after_s));
   }
+  if (options_.tls.enabled()) {
+    spec.args.insert(spec.args.end(),
+                     {"--tls-cert", options_.tls.cert, "--tls-key", options_.tls.key});
+  }
   spec.args.insert(spec.args.end(), options_.extra_args.begin(), options_.extra_args.end());
   spec.env = options_.env;
   if (!options_.operator_token.empty()) {
@@ -88,6 +92,7 @@ bool CoordinatorProcess::Restart(std::string* error) {
 HttpClient CoordinatorProcess::Client(const std::string& token) const {
   HttpClient c(url());
   c.set_token(token);
+  if (!options_.tls.ca_file.empty()) c.set_ca_file(options_.tls.ca_file);
   return c;
 }
 

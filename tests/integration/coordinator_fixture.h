@@ -17,6 +17,12 @@
 
 namespace gleaner::testing {
 
+// HTTPS for a test coordinator: its PEM certificate and key, and the CA file clients trust.
+struct CoordinatorTls {
+  std::string cert, key, ca_file;
+  bool enabled() const { return !cert.empty(); }
+};
+
 struct CoordinatorOptions {
   std::string name = "coordinator";  // stderr and port file names
   std::string db;                    // default <dir>/db.sqlite
@@ -27,6 +33,7 @@ struct CoordinatorOptions {
   double maintenance_period_s = 0.2;
   std::vector<std::string> extra_args;
   std::vector<std::pair<std::string, std::string>> env;
+  CoordinatorTls tls;  // set: serve HTTPS (url() is https://, clients trust tls.ca_file)
 };
 
 class CoordinatorProcess {
@@ -40,7 +47,10 @@ class CoordinatorProcess {
   bool Restart(std::string* error);
 
   int port() const { return port_; }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string url() const {
+    return (options_.tls.enabled() ? "https://127.0.0.1:" : "http://127.0.0.1:") +
+           std::to_string(port_);
+  }
   const CoordinatorOptions& options() const { return options_; }
   // A client for this coordinator with the given token ("" = none).
   HttpClient Client(const std::string& token = "") const;

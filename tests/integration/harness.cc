@@ -405,6 +405,11 @@ void HttpClient::set_keep_alive(bool on) {
   impl_->cli.set_keep_alive(on);
 }
 
+void HttpClient::set_ca_file(const std::string& path) {
+  impl_->cli.set_ca_cert_path(path);
+  impl_->cli.enable_server_certificate_verification(true);
+}
+
 HttpResult HttpClient::Get(const std::string& path_and_query, const Headers& headers) {
   return Send(impl_->cli, "GET", path_and_query, "", "", MakeHeaders(headers, token_));
 }
@@ -422,7 +427,7 @@ HttpResult HttpClient::Request(const std::string& method, const std::string& pat
 
 HttpResult HttpClient::Fetch(const std::string& method, const std::string& url,
                              const std::string& body, const std::string& content_type,
-                             const Headers& headers) {
+                             const Headers& headers, const std::string& ca_file) {
   size_t scheme = url.find("://");
   size_t slash = scheme == std::string::npos ? std::string::npos : url.find('/', scheme + 3);
   if (slash == std::string::npos) {
@@ -436,6 +441,8 @@ HttpResult HttpClient::Fetch(const std::string& method, const std::string& url,
     cli.set_tcp_nodelay(true);
     cli.set_url_encode(false);
     cli.set_read_timeout(30, 0);
+    if (!ca_file.empty()) cli.set_ca_cert_path(ca_file);
+    cli.enable_server_certificate_verification(true);
     return Send(cli, method, url.substr(slash), body, content_type, MakeHeaders(headers, ""));
   } catch (const std::exception& e) {
     HttpResult bad;

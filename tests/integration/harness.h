@@ -14,7 +14,7 @@
 //                  child exits first; lets tests listen on port 0 and run in parallel.
 //   HttpClient     a tiny HTTP/1.1 client (cpp-httplib) with JSON helpers and bearer tokens;
 //                  one per thread (not thread-safe). Fetch() takes absolute URLs (signed blob
-//                  URLs, S3 URLs).
+//                  URLs, S3 URLs). https:// bases verify the server against a CA file.
 //   BinPath        build/bin/<name> of the build the tests belong to.
 // Errors are reported in return values (no exceptions escape the harness); tests REQUIRE them.
 // coordinator_fixture.h builds on this: CoordinatorProcess (a real gleaner-coordinator on port 0
@@ -168,6 +168,8 @@ class HttpClient {
   void set_timeout(Millis timeout);
   // Reuse one connection between requests (default on).
   void set_keep_alive(bool on);
+  // https:// only: trust the CA certificates in this PEM file (verification is always on).
+  void set_ca_file(const std::string& path);
 
   HttpResult Get(const std::string& path_and_query, const Headers& headers = {});
   HttpResult Post(const std::string& path, const Json& body, const Headers& headers = {});
@@ -178,10 +180,11 @@ class HttpClient {
   const std::string& base() const { return base_; }
 
   // One request to an absolute URL ("http://host:port/path?query"), new connection, no token.
+  // https:// URLs are verified against ca_file.
   static HttpResult Fetch(const std::string& method, const std::string& url,
                           const std::string& body = "",
                           const std::string& content_type = "application/octet-stream",
-                          const Headers& headers = {});
+                          const Headers& headers = {}, const std::string& ca_file = "");
 
  private:
   struct Impl;

@@ -81,3 +81,37 @@ TEST_CASE("work: 204 honours Retry-After; transport errors are retryable", "[api
   CHECK(api.Resolve("/blobs/x?sig=1") == "http://coord:1/blobs/x?sig=1");
   CHECK(api.Resolve("https://s3/x") == "https://s3/x");
 }
+
+TEST_CASE("mangled work responses never crash the parser", "[api]") {
+  std::string good = R"({"job":{"id":"j_1","kind":"synthetic","params":{"steps":50},"steps":50},
+    "lease":{"epoch":3,"heartbeat_interval":0.25},"inputs":{"d":{"url":"u","sha256":"x","size":1}},
+    "resume":{"step":20,"url":"/c","sha256":"y","size":99}})";
+  uint32_t seed = 12345;
+  auto next = [&seed] { return seed = seed * 1103515245u + 12345u; };
+  int parsed = 0;
+  for (int round = 0; round < 3000; ++round) {
+    std::string s = good;
+    int edits = 1 + int(next() % 4);
+    for (int e = 0; e < edits; ++e) {
+      size_t pos = next() % s.size();
+      switch (next() % 3) {
+        case 0:
+          s[pos] = char(next() % 128);
+          break;
+        case 1:
+          s.erase(pos, 1 + next() % 8);
+          break;
+        default:
+          s.insert(pos, 1, "{}[]\",:0-e"[next() % 10]);
+          break;
+      }
+      if (s.empty()) s = "x";
+    }
+    auto j = ParseJson(s);
+    if (!j.ok()) continue;
+    ++parsed;
+    auto a = ParseAssignment(*j);  // ok or a clear error; never a crash
+    if (a.ok()) CHECK(!a->job_id.empty());
+  }
+  CHECK(parsed > 0);
+}

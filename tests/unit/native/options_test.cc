@@ -60,7 +60,8 @@ TEST_CASE("every source: flag > env > config file > default", "[options]") {
   World w;
   w.files["c.conf"] =
       "# comment\n\nheartbeat-interval = 10\nstall-after=100  # trailing comment\n"
-      "min-nodes = 2\nmax-nodes = 9\ns3-virtual-hosted = true\nlisten = 0.0.0.0:9000\n";
+      "min-nodes = 2\nmax-nodes = 9\ns3-virtual-hosted = true\nlisten = 0.0.0.0:9000\n"
+      "insecure-http = on\n";
   w.env["GLEANER_CONFIG"] = "c.conf";
   w.env["GLEANER_STALL_AFTER"] = "50";
   w.env["GLEANER_MAX_NODES"] = "7";

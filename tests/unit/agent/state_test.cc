@@ -1,0 +1,70 @@
+#include "agent/supervisor/state.h"
+
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+
+#include "agent/train/common/files.h"
+#include "test_util.h"
+
+using namespace gleaner;
+using namespace gleaner::agent;
+
+TEST_CASE("identity is stored privately and read back", "[state]") {
+  testing::TempDir t;
+  StateDir state(t / "state");
+  REQUIRE(state.Init().ok());
+  auto none = state.LoadIdentity();
+  REQUIRE(none.ok());
+  CHECK_FALSE(none->has_value());
+  REQUIRE(state.SaveIdentity(Identity{"m-1", "n_1", "secret-token", "http://c"}).ok());
+  struct stat st;
+  REQUIRE(stat((t / "state/identity.json").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  REQUIRE(stat((t / "state").c_str(), &st) == 0);
+  CHECK((st.st_mode & 0077) == 0);
+  auto id = state.LoadIdentity();
+  REQUIRE(id.ok());
+  REQUIRE(id->has_value());
+  CHECK((*id)->token == "secret-token");
+  CHECK((*id)->node_id == "n_1");
+
+  REQUIRE(files::WriteSynced(t / "state/identity.json", "{not json").ok());
+  CHECK(state.LoadIdentity().status().code() == Code::kCorruption);
+}
+
+TEST_CASE("pending uploads of the current job are recorded and removed", "[state]") {
+  testing::TempDir t;
+  StateDir state(t / "state");
+  REQUIRE(state.Init().ok());
+  REQUIRE(state.SaveCurrentJob(CurrentJob{"j", 2, {}}).ok());
+  REQUIRE(state.AddPending("j", 2, PendingUpload{10, "/a/10", std::string(64, 'a'), 5}).ok());
+  REQUIRE(state.AddPending("j", 2, PendingUpload{20, "/a/20", std::string(64, 'b'), 6}).ok());
+  REQUIRE(state.RemovePending("j", 2, 10).ok());
+  auto cur = state.LoadCurrentJob();
+  REQUIRE(cur.ok());
+  REQUIRE(cur->has_value());
+  CHECK((*cur)->epoch == 2);
+  REQUIRE((*cur)->pending.size() == 1);
+  CHECK((*cur)->pending[0].step == 20);
+  // A record for another lease replaces the old one.
+  REQUIRE(state.AddPending("k", 1, PendingUpload{5, "/b/5", std::string(64, 'c'), 7}).ok());
+  cur = state.LoadCurrentJob();
+  CHECK((*cur)->job_id == "k");
+  CHECK((*cur)->pending.size() == 1);
+  REQUIRE(state.ClearCurrentJob().ok());
+  CHECK_FALSE(state.LoadCurrentJob()->has_value());
+}
+
+TEST_CASE("the machine id comes from SALAD_MACHINE_ID, else a hash of /etc/machine-id", "[state]") {
+  setenv("SALAD_MACHINE_ID", "salad-123", 1);
+  CHECK(DetectMachineId() == "salad-123");
+  unsetenv("SALAD_MACHINE_ID");
+  std::string id = DetectMachineId();
+  if (files::Exists("/etc/machine-id")) {
+    CHECK(id.rfind("mid-", 0) == 0);
+    CHECK(id.size() == 36);
+    CHECK(id.find(*files::ReadAll("/etc/machine-id")) == std::string::npos);
+  }
+}
