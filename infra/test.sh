@@ -9,3 +9,9 @@ bash "$root/infra/build.sh"
 bash "$root/wasm/build.sh"
 cd "$root/build"
 ctest --output-on-failure -j "${GLEANER_TEST_JOBS:-2}" --timeout 600
+
+# Fuzzing smoke run: every libFuzzer target (ASan+UBSan, clang) for GLEANER_FUZZ_SECONDS each on
+# its committed corpus; 0 skips it.
+if [ "${GLEANER_FUZZ_SECONDS:-30}" != 0 ]; then
+  GLEANER_FUZZ_BUILD="$root/build-fuzz" bash "$root/tests/fuzz/run.sh" "${GLEANER_FUZZ_SECONDS:-30}"
+fi

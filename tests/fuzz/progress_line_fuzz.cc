@@ -16,6 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using Type = gleaner::ProgressEvent::Type;
   if (!again.ok() || again->type != r->type || again->step != r->step ||
       (r->type == Type::kCheckpoint && again->dir != r->dir) ||
-      (r->type == Type::kError && again->reason != r->reason)) abort();
+      (r->type == Type::kError && again->reason != r->reason))
+    abort();
   return 0;
 }

@@ -13,7 +13,7 @@ if [ ${#targets[@]} -eq 0 ]; then
   for src in "$root"/tests/fuzz/*_fuzz.cc; do targets+=("$(basename "$src" .cc)"); done
 fi
 if [ ! -f "$build/build.ninja" ]; then
-  CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DGLEANER_WITH_TORCH=OFF \
+  CC=clang-14 CXX=clang++-14 cmake -S "$root" -B "$build" -G Ninja -DGLEANER_WITH_TORCH=OFF \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined" \
     -DCMAKE_C_FLAGS="-fsanitize=address,undefined" >/dev/null
