@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang (ASan+UBSan) in build-fuzz/ and runs each for N seconds
+# Builds the libFuzzer targets with clang (ASan+UBSan, any report fatal) in build-fuzz/ and runs each for N seconds
 # (default 30) on a scratch copy of its committed corpus, so the repository corpus stays small.
 # Exit status is non-zero when any target finds a crash; the crashing input is left in
 # build-fuzz/artifacts/. Usage: tests/fuzz/run.sh [seconds] [target...]
@@ -15,8 +15,8 @@ fi
 if [ ! -f "$build/build.ninja" ]; then
   CC=clang-14 CXX=clang++-14 cmake -S "$root" -B "$build" -G Ninja -DGLEANER_WITH_TORCH=OFF \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined" \
-    -DCMAKE_C_FLAGS="-fsanitize=address,undefined" >/dev/null
+    -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all" \
+    -DCMAKE_C_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" >/dev/null
 fi
 ninja -C "$build" -j "${GLEANER_BUILD_JOBS:-2}" "${targets[@]}"
 mkdir -p "$build/artifacts"
