@@ -9,3 +9,13 @@ bash "$root/infra/build.sh"
 bash "$root/wasm/build.sh"
 cd "$root/build"
 ctest --output-on-failure -j "${GLEANER_TEST_JOBS:-2}" --timeout 600
+
+# Fuzzing smoke run: every libFuzzer target (ASan+UBSan, clang) for GLEANER_FUZZ_SECONDS each on
+# its committed corpus; 0 skips it.
+# The same build directory is instrumented with ASan+UBSan throughout, so the unit tests of the
+# portable core and the native shell also run there under the sanitizers.
+if [ "${GLEANER_FUZZ_SECONDS:-30}" != 0 ]; then
+  GLEANER_FUZZ_BUILD="$root/build-fuzz" bash "$root/tests/fuzz/run.sh" "${GLEANER_FUZZ_SECONDS:-30}"
+  ninja -C "$root/build-fuzz" -j "${GLEANER_BUILD_JOBS:-2}" shared_tests core_tests native_tests
+  for t in shared_tests core_tests native_tests; do "$root/build-fuzz/tests/$t"; done
+fi

@@ -1,6 +1,7 @@
 #include "shared/trainer_protocol.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -46,6 +47,7 @@ bool ParseInt(const std::string& s, int64_t* out) {
   int64_t v = 0;
   for (char c : s) {
     if (c < '0' || c > '9') return false;
+    if (v > (INT64_MAX - (c - '0')) / 10) return false;  // would overflow int64
     v = v * 10 + (c - '0');
   }
   *out = v;

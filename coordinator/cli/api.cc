@@ -31,10 +31,10 @@ std::string ApiMessage(int status, const std::string& body) {
 
 }  // namespace
 
-Api::Api(std::string base_url, std::string token)
+Api::Api(std::string base_url, std::string token, std::string ca_file)
     : base_(std::move(base_url)),
       token_(std::move(token)),
-      http_(std::make_unique<agent::CurlHttpClient>()) {
+      http_(std::make_unique<agent::CurlHttpClient>(agent::CurlOptions{std::move(ca_file)})) {
   while (!base_.empty() && base_.back() == '/') base_.pop_back();
 }
 

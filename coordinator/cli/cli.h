@@ -53,7 +53,8 @@ struct Reply {
 // The coordinator API over the agent's libcurl client.
 class Api {
  public:
-  Api(std::string base_url, std::string token);
+  // ca_file: "" = the system CA store; otherwise only the CAs in this PEM file are trusted.
+  Api(std::string base_url, std::string token, std::string ca_file = "");
   // A JSON (or CSV) call; non-2xx answers become kExitApi failures with the API's message.
   Failure Call(const std::string& method, const std::string& path, const Json* body, Reply* out,
                const std::vector<std::pair<std::string, std::string>>& headers = {});

@@ -112,6 +112,8 @@ const std::vector<RouteInfo>& Routes() {
       {"GET", "/v1/reports/queue", kOp, HandleQueueReport, false},
       {"GET", "/v1/reports/autoscaler", kOp, HandleAutoscalerReport, false},
       {"GET", "/v1/reports/cost-per-step", kOp, HandleCostPerStepReport, false},
+      {"POST", "/v1/agent/releases", kOp, HandlePublishRelease, true},
+      {"GET", "/v1/agent/release", kNode | kOp, HandleGetRelease, false},
       {"GET", "/metrics", kOp, HandleMetrics, false},
       {"POST", "/v1/admin/maintenance", kOp, HandleMaintenance, true},
   };

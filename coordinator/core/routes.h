@@ -45,6 +45,9 @@ Plan HandleAutoscalerReport(CtxPtr ctx);
 Plan HandleCostPerStepReport(CtxPtr ctx);
 // metrics.cc
 Plan HandleMetrics(CtxPtr ctx);
+// routes_releases.cc
+Plan HandlePublishRelease(CtxPtr ctx);
+Plan HandleGetRelease(CtxPtr ctx);
 // maintenance.cc
 Plan HandleMaintenance(CtxPtr ctx);
 Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms, const PoolObservation& pool = {});

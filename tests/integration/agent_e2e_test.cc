@@ -138,7 +138,7 @@ TEST_CASE("3 agents, 12 jobs, one agent SIGKILLed and one SIGTERMed: every chain
   }
 }
 
-TEST_CASE("a node whose trainer fails hands the job on; a job crashing everywhere fails",
+TEST_CASE("a node whose trainer fails hands the job on, a job crashing everywhere fails",
           "[agent][e2e]") {
   TempDir dir("gleaner-e2e-fail");
   Fleet fleet(dir.path());

@@ -1,5 +1,7 @@
 #include "tests/integration/agent_fleet.h"
 
+#include <algorithm>
+
 #include "shared/sha256.h"
 
 namespace gleaner::testing {
@@ -51,6 +53,12 @@ Fleet::Fleet(const std::string& dir, double heartbeat_s, std::vector<std::string
   o.tls = std::move(tls);
   o.env = std::move(coord_env);
   o.heartbeat_interval_s = heartbeat_s;
+  // Fast heartbeats, but a stall window that a loaded 2-core machine does not trip by accident
+  // (2 x 0.2 s lost live leases to late heartbeats under CI load); tests that need another
+  // window pass --stall-after themselves.
+  bool own_stall = false;
+  for (const std::string& a : coordinator_args_) own_stall = own_stall || a == "--stall-after";
+  if (!own_stall) o.stall_after_s = std::max(2 * heartbeat_s, 1.5);
   o.maintenance_period_s = 0.2;
   o.extra_args = coordinator_args_;
   o.extra_args.insert(o.extra_args.end(), {"--retry-after", "0.1"});

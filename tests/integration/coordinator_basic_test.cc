@@ -210,7 +210,7 @@ TEST_CASE("bad flags and bad configuration exit non-zero with one readable line"
   }
 }
 
-TEST_CASE("config file and environment feed settings; flags win", "[coordinator]") {
+TEST_CASE("config file and environment feed settings, flags win", "[coordinator]") {
   TempDir dir;
   REQUIRE(WriteFile(dir.File("c.conf"),
                     "# test config\nheartbeat-interval = 7\nmaintenance-period=0.5\n"

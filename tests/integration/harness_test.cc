@@ -7,7 +7,7 @@
 
 using namespace gleaner::testing;
 
-TEST_CASE("harness: a child gets args, env and cwd; output and exit code come back", "[harness]") {
+TEST_CASE("harness: a child gets args, env and cwd, output and exit code come back", "[harness]") {
   TempDir dir;
   REQUIRE(!dir.path().empty());
   ProcessSpec spec;
@@ -35,7 +35,7 @@ TEST_CASE("harness: a missing binary fails Start with a reason", "[harness]") {
   CHECK(error.find("/no/such/binary") != std::string::npos);
 }
 
-TEST_CASE("harness: signals reach the whole process group; Stop escalates to SIGKILL",
+TEST_CASE("harness: signals reach the whole process group, Stop escalates to SIGKILL",
           "[harness]") {
   TempDir dir;
   // A shell that ignores SIGTERM and has a child of its own.
@@ -55,7 +55,7 @@ TEST_CASE("harness: signals reach the whole process group; Stop escalates to SIG
   CHECK_FALSE(p.Running());
 }
 
-TEST_CASE("harness: port files are read when complete; a dead child ends the wait early",
+TEST_CASE("harness: port files are read when complete, a dead child ends the wait early",
           "[harness]") {
   TempDir dir;
   ProcessSpec spec;

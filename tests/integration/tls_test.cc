@@ -286,3 +286,50 @@ TEST_CASE("plain HTTP only on loopback unless --insecure-http", "[tls]") {
   REQUIRE(behind_proxy.Start(&error));
   CHECK(behind_proxy.Client().Get("/healthz").status == 200);
 }
+
+TEST_CASE("HTTPS: the gleaner CLI verifies the certificate, and --ca-file pins a private CA",
+          "[tls][cli]") {
+  TempDir dir("gleaner-tls-cli");
+  TestCa ca;
+  CoordinatorTls tls = MakeTls(dir, ca, 30);
+  Fleet fleet(dir.path(), 0.2, {}, {}, tls);
+  INFO(fleet.error());
+  REQUIRE(fleet.ok());
+  CoordinatorProcess& coord = fleet.coordinator();
+  auto run_cli = [&](const std::string& name, std::vector<std::string> args,
+                     std::vector<std::pair<std::string, std::string>> env) {
+    ProcessSpec spec;
+    spec.binary = BinPath("gleaner");
+    spec.args = std::move(args);
+    spec.env = std::move(env);
+    spec.env.emplace_back("GLEANER_URL", coord.url());
+    spec.env.emplace_back("GLEANER_TOKEN", coord.options().operator_token);
+    spec.unset_env = {"GLEANER_CA_FILE"};
+    spec.stdout_path = dir.File(name + ".out");
+    spec.stderr_path = dir.File(name + ".err");
+    auto p = std::make_unique<Process>(spec);
+    std::string error;
+    REQUIRE(p->Start(&error));
+    std::optional<ExitStatus> st = p->Wait(Millis(20000));
+    REQUIRE(st);
+    return std::make_pair(*st, p->Stderr());
+  };
+  // The system CAs do not know this private CA: refused, one line, network exit code (3).
+  auto [refused, refused_err] = run_cli("system", {"nodes", "--json"}, {});
+  INFO(refused_err);
+  CHECK(refused.code == 3);
+  CHECK(Count(refused_err, "\n") == 1);
+  CHECK(refused_err.find("certificate") != std::string::npos);
+  // --ca-file and GLEANER_CA_FILE both pin it.
+  auto [flag, flag_err] = run_cli("flag", {"--ca-file", tls.ca_file, "nodes", "--json"}, {});
+  INFO(flag_err);
+  CHECK(flag.code == 0);
+  auto [env, env_err] = run_cli("env", {"nodes", "--json"}, {{"GLEANER_CA_FILE", tls.ca_file}});
+  INFO(env_err);
+  CHECK(env.code == 0);
+  // A CA file that does not exist is a usage error, not a silent fallback.
+  auto [missing, missing_err] =
+      run_cli("missing", {"--ca-file", dir.File("nope.pem"), "nodes"}, {});
+  CHECK(missing.code == 1);
+  CHECK(missing_err.find("CA file") != std::string::npos);
+}

@@ -54,7 +54,7 @@ TEST_CASE("a work response parses into an assignment", "[api]") {
   }
 }
 
-TEST_CASE("work: 204 honours Retry-After; transport errors are retryable", "[api]") {
+TEST_CASE("work: 204 honours Retry-After, transport errors are retryable", "[api]") {
   int calls = 0;
   FakeHttp http([&](const HttpCall& call) -> Result<HttpResponse> {
     ++calls;

@@ -8,7 +8,7 @@
 using namespace gleaner;
 using gleaner::testing::TempDir;
 
-TEST_CASE("a committed checkpoint directory verifies; the temp directory is gone", "[ckpt]") {
+TEST_CASE("a committed checkpoint directory verifies, the temp directory is gone", "[ckpt]") {
   TempDir t;
   std::string dir = train::CheckpointDirFor(t.path(), 42);
   CHECK(dir == t / "checkpoints/0000000042");

@@ -143,7 +143,7 @@ TEST_CASE("SIGTERM: checkpoint at the next step boundary, exit 3, resume finishe
   CHECK(Chain(t2) == train::SyntheticChainHex(3, last.step + 10) + "\n");
 }
 
-TEST_CASE("fail_at_step exits as failed with a reason; crash_at_step aborts", "[synthetic]") {
+TEST_CASE("fail_at_step exits as failed with a reason, crash_at_step aborts", "[synthetic]") {
   TempDir t;
   TrainRun f = Train(t, {{"steps", 10}, {"fail_at_step", 4}, {"checkpoint_every", 2}});
   CHECK(ExitCode(f) == kExitFailed);
