@@ -112,6 +112,9 @@ const Cell kTable[] = {
     {"GET", "/v1/reports/cost-per-step", {200, 403, 403, 403, 403, 403}},
     {"GET", "/metrics", {200, 403, 403, 403, 403, 403}},
     {"POST", "/v1/admin/maintenance", {200, 403, 403, 403, 403, 403}},
+    {"POST", "/v1/agent/releases", {201, 403, 403, 403, 403, 403}},
+    // Without ?platform= the callers allowed to ask get 400; the rest are refused first.
+    {"GET", "/v1/agent/release", {400, 403, 403, 400, 400, 403}},
 };
 
 // A body that the route accepts from a caller allowed to make the call.
@@ -143,6 +146,15 @@ Json BodyFor(const World& w, const std::string& pattern, Caller c) {
   if (pattern == "/v1/jobs/{job}/fail") return {{"epoch", 1}, {"reason", "acl test"}};
   if (pattern == "/v1/jobs/{job}/release") return {{"epoch", 1}};
   if (pattern == "/v1/prices") return {{"gpu", "RTX 4090"}, {"usd_per_hour", 0.4}};
+  if (pattern == "/v1/agent/releases") {
+    std::string manifest =
+        R"({"version":"1.2.3","channel":"stable","expires":2000000000,"artifacts":)"
+        R"({"linux-x86_64":{"uri":"https://example.test/a","length":10,"sha256":")" +
+        std::string(64, 'a') + R"("}}})";
+    return {{"manifest", manifest},
+            {"key_id", std::string(16, '0')},
+            {"signature", std::string(128, '1')}};
+  }
   return Json::object();
 }
 
