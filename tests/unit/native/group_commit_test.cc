@@ -65,7 +65,7 @@ core::Batch Pair(int g, bool bad) {
 
 }  // namespace
 
-TEST_CASE("group commit: concurrent batches are each atomic; failures are isolated",
+TEST_CASE("group commit: concurrent batches are each atomic, failures are isolated",
           "[group_commit]") {
   DbFile db;
   auto gc = GroupCommitter::Start({db.path});

@@ -149,7 +149,7 @@ TEST_CASE("salad: reads the group, PATCHes replicas with merge-patch and the API
   CHECK(api.seen().back().body == R"({"replicas":500})");
 }
 
-TEST_CASE("salad: target 0 stops the group; a later target starts it again", "[pool][salad]") {
+TEST_CASE("salad: target 0 stops the group, a later target starts it again", "[pool][salad]") {
   FakeGroup g;
   StandIn api([&](const httplib::Request& q, httplib::Response& r) { g.Answer(q, r); });
   auto pool = Salad(api);
@@ -193,7 +193,7 @@ TEST_CASE("salad: reallocates the instance that runs a quarantined machine", "[p
   CHECK(api.seen().back().method == "GET");  // looked, found nothing, sent nothing
 }
 
-TEST_CASE("salad: 429 and 5xx are retried with backoff; an outage is an error, not a crash",
+TEST_CASE("salad: 429 and 5xx are retried with backoff, an outage is an error, not a crash",
           "[pool][salad]") {
   FakeGroup g;
   int calls = 0;
@@ -234,7 +234,7 @@ TEST_CASE("salad: 429 and 5xx are retried with backoff; an outage is an error, n
   CHECK_FALSE(MakeSaladPool(o, FastApi())->Current().ok());
 }
 
-TEST_CASE("kubernetes: scale subresource with bearer token and merge-patch; pod deletion",
+TEST_CASE("kubernetes: scale subresource with bearer token and merge-patch, pod deletion",
           "[pool][kubernetes]") {
   const std::string scale = "/apis/apps/v1/namespaces/train/deployments/agents/scale";
   int spec = 1, status = 1;
