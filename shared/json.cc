@@ -4,9 +4,8 @@
 
 namespace gleaner {
 
-namespace {
 // Nesting depth outside of strings; stops counting once over the limit.
-bool DepthWithin(std::string_view text, int max_depth) {
+bool JsonDepthWithin(std::string_view text, int max_depth) {
   int depth = 0;
   bool in_string = false, escaped = false;
   for (char c : text) {
@@ -30,10 +29,9 @@ bool DepthWithin(std::string_view text, int max_depth) {
   }
   return true;
 }
-}  // namespace
 
 Result<Json> ParseJson(std::string_view text, int max_depth) {
-  if (!DepthWithin(text, max_depth)) {
+  if (!JsonDepthWithin(text, max_depth)) {
     return Status::Invalid("JSON nested deeper than " + std::to_string(max_depth) + " levels");
   }
   Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
@@ -41,7 +39,9 @@ Result<Json> ParseJson(std::string_view text, int max_depth) {
   return j;
 }
 
-std::string DumpJson(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+std::string DumpJson(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
 
 FieldReader::FieldReader(const Json& obj, std::string prefix)
     : obj_(obj), prefix_(std::move(prefix)) {

@@ -9,10 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "shared/status.h"
 
@@ -22,6 +21,8 @@ using Json = nlohmann::json;
 
 // Parses text; rejects invalid JSON and nesting deeper than max_depth (stack safety).
 Result<Json> ParseJson(std::string_view text, int max_depth = 32);
+// True if brackets/braces outside strings nest at most max_depth deep (a cheap pre-parse guard).
+bool JsonDepthWithin(std::string_view text, int max_depth);
 // Compact serialisation; invalid UTF-8 is replaced, never fatal.
 std::string DumpJson(const Json& j);
 

@@ -55,25 +55,7 @@ Result<Json> ParseHeader(std::string_view text) {
   };
   // Depth: top object -> tensor object -> shape array; metadata is one level.
   constexpr int kMaxDepth = 3;
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxDepth) return Bad("header JSON nested too deeply");
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
+  if (!JsonDepthWithin(text, kMaxDepth)) return Bad("header JSON nested too deeply");
   Json j = Json::parse(text.begin(), text.end(), cb, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Bad("header is not valid JSON");
   if (!j.is_object()) return Bad("header is not a JSON object");

@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
+#include "coordinator/core/blob_urls.h"
 #include "shared/sha256.h"
 
 namespace gleaner::native {
@@ -92,11 +93,6 @@ class FsBlobWriter : public BlobWriter {
   bool committed_ = false;
 };
 
-bool KeyChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-         c == '_' || c == '-';
-}
-
 }  // namespace
 
 BlobStore::BlobStore(Fs* fs, std::string root) : fs_(fs), root_(std::move(root)) {}
@@ -116,19 +112,9 @@ Status BlobStore::Init() {
 }
 
 bool BlobStore::ValidKey(const std::string& key) {
-  if (key.empty() || key.size() > 512) return false;
-  size_t start = 0;
-  while (start <= key.size()) {
-    size_t slash = key.find('/', start);
-    if (slash == std::string::npos) slash = key.size();
-    std::string seg = key.substr(start, slash - start);
-    if (seg.empty() || seg[0] == '.') return false;  // also rejects "." and ".."
-    for (char c : seg) {
-      if (!KeyChar(c)) return false;
-    }
-    start = slash + 1;
-  }
-  return true;
+  // The core's rule for keys, plus the store's own: no segment may start with '.', so no key
+  // can name the store's temp directory.
+  return core::IsValidBlobKey(key) && key[0] != '.' && key.find("/.") == std::string::npos;
 }
 
 Result<std::unique_ptr<BlobWriter>> BlobStore::BeginPut(const std::string& key, int64_t max_size) {
