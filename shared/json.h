@@ -1,7 +1,7 @@
 // JSON for Gleaner: nlohmann::json built with JSON_NOEXCEPTION, plus the only safe ways to
 // read and write it.
 //
-// Contract: never call nlohmann accessors that could throw (get<T>() on a wrong type, at() on a
+// Contract: never call nlohmann accessors that can fail (get<T>() on a wrong type, at() on a
 // missing key, dump() without the replace handler): with JSON_NOEXCEPTION they abort. Parse with
 // ParseJson, serialise with DumpJson, and read request fields through FieldReader, which checks
 // types, ranges and lengths and reports the first problem as an InvalidArgument Status whose
