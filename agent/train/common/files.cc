@@ -75,55 +75,56 @@ Status WriteDurable(const std::string& path, std::string_view bytes, int mode) {
   return RenameDurable(tmp, path);
 }
 
-Result<std::string> ReadAll(const std::string& path, int64_t max_size) {
+namespace {
+
+// Reads the file at path in chunks, handing each to sink; a non-ok Status from sink stops the
+// read and is returned. A missing file is NotFound.
+template <typename Sink>
+Status ReadChunks(const std::string& path, Sink sink) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return Status::NotFound(path + " does not exist");
     return Errno("open", path);
   }
-  std::string out;
+  Status st;
   char buf[1 << 16];
   for (;;) {
     ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
-      Status st = Errno("read", path);
-      ::close(fd);
-      return st;
+      st = Errno("read", path);
+      break;
     }
     if (n == 0) break;
-    if (int64_t(out.size()) + n > max_size) {
-      ::close(fd);
-      return Status(Code::kTooLarge, path + " is larger than " + std::to_string(max_size));
-    }
-    out.append(buf, size_t(n));
+    st = sink(buf, size_t(n));
+    if (!st.ok()) break;
   }
   ::close(fd);
+  return st;
+}
+
+}  // namespace
+
+Result<std::string> ReadAll(const std::string& path, int64_t max_size) {
+  std::string out;
+  GLEANER_RETURN_IF_ERROR(ReadChunks(path, [&](const char* data, size_t n) {
+    if (int64_t(out.size() + n) > max_size) {
+      return Status(Code::kTooLarge, path + " is larger than " + std::to_string(max_size));
+    }
+    out.append(data, n);
+    return Status::Ok();
+  }));
   return out;
 }
 
 Result<FileDigest> Digest(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return Status::NotFound(path + " does not exist");
-    return Errno("open", path);
-  }
   Sha256 h;
   FileDigest d;
-  std::string buf(1 << 16, '\0');
-  for (;;) {
-    ssize_t n = ::read(fd, &buf[0], buf.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      Status st = Errno("read", path);
-      ::close(fd);
-      return st;
-    }
-    if (n == 0) break;
-    h.Update(buf.data(), size_t(n));
-    d.size += n;
-  }
-  ::close(fd);
+  GLEANER_RETURN_IF_ERROR(ReadChunks(path, [&](const char* data, size_t n) {
+    h.Update(data, n);
+    d.size += int64_t(n);
+    return Status::Ok();
+  }));
   d.sha256 = HexEncode(h.Finish());
   return d;
 }

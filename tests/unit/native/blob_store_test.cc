@@ -8,49 +8,15 @@
 #include <catch2/catch.hpp>
 
 #include "shared/sha256.h"
+#include "tests/unit/native/blob_test_util.h"
 #include "tests/unit/native/fault_fs.h"
 
 using namespace gleaner;
 using namespace gleaner::native;
+using gleaner::native::testing::CountEntries;
 using gleaner::native::testing::FaultFs;
-
-namespace {
-
-struct Dir {
-  Dir() {
-    char t[] = "/tmp/gleaner-blob-XXXXXX";
-    path = ::mkdtemp(t);
-  }
-  ~Dir() {
-    std::string cmd = "rm -rf '" + path + "'";
-    int rc = std::system(cmd.c_str());
-    (void)rc;
-  }
-  std::string path;
-};
-
-int CountEntries(const std::string& dir) {
-  int n = 0;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") ++n;
-    }
-    ::closedir(d);
-  }
-  return n;
-}
-
-std::string Read(BlobStore& store, const std::string& key) {
-  auto f = store.Open(key);
-  REQUIRE(f.ok());
-  std::string out(size_t((*f)->size()), '\0');
-  auto n = (*f)->ReadAt(0, out.size(), &out[0]);
-  REQUIRE(n.ok());
-  out.resize(*n);
-  return out;
-}
-
-}  // namespace
+using gleaner::native::testing::ReadBlob;
+using gleaner::native::testing::TempDir;
 
 TEST_CASE("keys are validated so nothing leaves the root", "[blob_store]") {
   for (const char* good : {"a", "jobs/j_1/ckpt/e2/s000100", "uploads/u_1/data.bin", "a-b_c.d/e"}) {
@@ -65,7 +31,7 @@ TEST_CASE("keys are validated so nothing leaves the root", "[blob_store]") {
 }
 
 TEST_CASE("put streams, hashes and stores durably", "[blob_store]") {
-  Dir dir;
+  TempDir dir;
   FaultFs fs(DefaultFs());
   BlobStore store(&fs, dir.path + "/blobs");
   REQUIRE(store.Init().ok());
@@ -77,7 +43,7 @@ TEST_CASE("put streams, hashes and stores durably", "[blob_store]") {
   REQUIRE(stored.ok());
   CHECK(stored->size == 11);
   CHECK(stored->sha256 == Sha256Hex("hello world"));
-  CHECK(Read(store, "jobs/j_1/ckpt/e1/s5") == "hello world");
+  CHECK(ReadBlob(store, "jobs/j_1/ckpt/e1/s5") == "hello world");
   CHECK(fs.syncs == 1);      // the file
   CHECK(fs.sync_dirs >= 1);  // its directory after the rename
   CHECK(fs.renames == 1);
@@ -87,7 +53,7 @@ TEST_CASE("put streams, hashes and stores durably", "[blob_store]") {
   REQUIRE(w.ok());
   REQUIRE((*w)->Append("v2", 2).ok());
   REQUIRE((*w)->Commit("").ok());
-  CHECK(Read(store, "jobs/j_1/ckpt/e1/s5") == "v2");
+  CHECK(ReadBlob(store, "jobs/j_1/ckpt/e1/s5") == "v2");
   CHECK(store.Delete("jobs/j_1/ckpt/e1/s5").ok());
   CHECK(store.Delete("jobs/j_1/ckpt/e1/s5").ok());
   CHECK(store.Open("jobs/j_1/ckpt/e1/s5").status().code() == Code::kNotFound);
@@ -95,7 +61,7 @@ TEST_CASE("put streams, hashes and stores durably", "[blob_store]") {
 }
 
 TEST_CASE("size limit, sha256 mismatch and injected faults leave nothing behind", "[blob_store]") {
-  Dir dir;
+  TempDir dir;
   FaultFs fs(DefaultFs());
   BlobStore store(&fs, dir.path + "/blobs");
   REQUIRE(store.Init().ok());
@@ -142,7 +108,7 @@ TEST_CASE("size limit, sha256 mismatch and injected faults leave nothing behind"
 }
 
 TEST_CASE("Init removes temp files left by a crash", "[blob_store]") {
-  Dir dir;
+  TempDir dir;
   BlobStore store(DefaultFs(), dir.path + "/blobs");
   REQUIRE(store.Init().ok());
   auto w = store.BeginPut("k", -1);

@@ -10,48 +10,17 @@
 
 #include "coordinator/native/blob_store.h"
 #include "shared/sha256.h"
+#include "tests/unit/native/blob_test_util.h"
 #include "tests/unit/native/fault_fs.h"
 
 using namespace gleaner;
 using namespace gleaner::native;
+using gleaner::native::testing::CountEntries;
 using gleaner::native::testing::FaultFs;
+using gleaner::native::testing::ReadBlob;
+using gleaner::native::testing::TempDir;
 
 namespace {
-
-struct TempDir {
-  TempDir() {
-    char t[] = "/tmp/gleaner-faults-XXXXXX";
-    path = ::mkdtemp(t);
-  }
-  ~TempDir() {
-    std::string cmd = "rm -rf '" + path + "'";
-    int rc = std::system(cmd.c_str());
-    (void)rc;
-  }
-  std::string path;
-};
-
-int CountEntries(const std::string& dir) {
-  int n = 0;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* e = ::readdir(d)) {
-      std::string name = e->d_name;
-      if (name != "." && name != "..") ++n;
-    }
-    ::closedir(d);
-  }
-  return n;
-}
-
-std::string ReadBlob(BlobStore& store, const std::string& key) {
-  auto f = store.Open(key);
-  REQUIRE(f.ok());
-  std::string out(size_t((*f)->size()), '\0');
-  auto n = (*f)->ReadAt(0, out.size(), out.empty() ? nullptr : &out[0]);
-  REQUIRE(n.ok());
-  out.resize(*n);
-  return out;
-}
 
 enum class Point { kAppend0, kAppend1, kAppend2, kSync, kRename, kSyncDir };
 const char* const kPointNames[] = {"1st write", "2nd write", "3rd write",
