@@ -224,6 +224,11 @@ elif [ -n "$coordinator" ]; then
     echo "coordinator = $coordinator"
     [ -z "$token" ] || echo "enroll-token = $token"
     [ ! -f "$R$conf_dir/ca.pem" ] || echo "ca-file = $conf_dir/ca.pem"
+    # Only an agent that knows the setting gets it (an unknown key stops the agent).
+    if [ -f "$R$conf_dir/release-keys" ] &&
+      "$bin_dir/gleaner-agent" --help 2>/dev/null | grep -q -- --release-keys; then
+      echo "release-keys = $conf_dir/release-keys"
+    fi
     [ -z "$deadline" ] || echo "shutdown-deadline = $deadline"
   } | put_file 0640 "$conf_group" "$R$conf_dir/agent.conf"
 fi
@@ -264,7 +269,8 @@ IOSchedulingClass=best-effort
 IOSchedulingPriority=7
 UMask=0077
 # Sandbox: the only writable place is the state directory. PrivateDevices= and ProtectClock= are
-# left out on purpose: both install a device allow-list that would hide the GPU.
+# left out on purpose: both install a device allow-list that would hide the GPU. /proc stays
+# whole (no ProtectProc=): the owner controls look for named programs there.
 NoNewPrivileges=yes
 ProtectSystem=strict
 ProtectHome=yes

@@ -66,6 +66,11 @@ cmp -s "$work/keys" "$R/etc/gleaner/release-keys" || fail "release keys not inst
 [ "$(stat -c %a "$R/var/lib/gleaner-agent")" = 700 ] || fail "state dir mode is not 700"
 grep -qxF 'enroll-token = enr_test' "$conf" || fail "agent.conf lacks the token"
 grep -qxF 'ca-file = /etc/gleaner/ca.pem' "$conf" || fail "agent.conf lacks the CA file"
+if "$bin/gleaner-agent" --help | grep -q -- --release-keys; then
+  grep -qxF 'release-keys = /etc/gleaner/release-keys' "$conf" || fail "agent.conf lacks the keys"
+elif grep -q '^release-keys' "$conf"; then
+  fail "agent.conf names release-keys, which this agent does not know"
+fi
 if [ $as_root = 1 ]; then
   grep -q '^gleaner:x:[0-9]*:[0-9]*:.*:/var/lib/gleaner-agent:/usr/sbin/nologin$' "$R/etc/passwd" ||
     fail "no system user gleaner: $(cat "$R/etc/passwd")"
@@ -79,9 +84,12 @@ ok "install: binaries, config, release keys, state dir, enabled"
 
 # The generated config is one the real agent accepts (it keeps running, retrying the
 # unreachable coordinator, instead of exiting 64 on a bad config).
+# Paths the config names under / are given inside the scratch root instead.
+inside=(--state-dir "$work/agent-state" --ca-file "$R/etc/gleaner/ca.pem")
+if grep -q '^release-keys' "$conf"; then inside+=(--release-keys "$R/etc/gleaner/release-keys"); fi
 set +e
 GLEANER_MACHINE_ID=install-test timeout 1 "$R/usr/local/bin/gleaner-agent" --config "$conf" \
-  --state-dir "$work/agent-state" --ca-file "$R/etc/gleaner/ca.pem" 2>"$work/agent.log"
+  "${inside[@]}" 2>"$work/agent.log"
 rc=$?
 set -e
 [ $rc = 124 ] || fail "gleaner-agent exited $rc on the installed config: $(cat "$work/agent.log")"
