@@ -22,9 +22,13 @@
 set -euo pipefail
 
 prog=install-agent.sh
-die() {
+die() { # bad usage: nothing was changed
   echo "$prog: $*" >&2
   exit 64
+}
+fatal() { # a step failed on this machine
+  echo "$prog: $*" >&2
+  exit 1
 }
 usage() {
   cat <<'EOF'
@@ -298,17 +302,19 @@ fi
 
 # ---- enable and start ----
 if [ $systemd_running = 1 ]; then
-  systemctl daemon-reload
-  systemctl enable "$unit_name" >/dev/null 2>&1
+  systemctl daemon-reload || fatal "systemctl daemon-reload failed"
+  systemctl enable "$unit_name" >/dev/null 2>&1 || fatal "systemctl enable $unit_name failed"
   if [ $no_start = 1 ]; then
     say "installed and enabled; not started (--no-start)"
   else
-    systemctl restart "$unit_name"
+    systemctl restart "$unit_name" ||
+      fatal "$unit_name did not start; see: journalctl -u $unit_name"
     say "installed and started; see: systemctl status $unit_name; journalctl -u $unit_name"
   fi
 else
   if command -v systemctl >/dev/null; then
-    systemctl --root="${R:-/}" enable "$unit_name" >/dev/null 2>&1
+    systemctl --root="${R:-/}" enable "$unit_name" >/dev/null 2>&1 ||
+      fatal "systemctl --root=${R:-/} enable $unit_name failed"
   else
     mkdir -p "$R/etc/systemd/system/multi-user.target.wants"
     ln -sfn "$unit_path" "$R/etc/systemd/system/multi-user.target.wants/$unit_name"
