@@ -274,7 +274,9 @@ IOSchedulingPriority=7
 UMask=0077
 # Sandbox: the only writable place is the state directory. PrivateDevices= and ProtectClock= are
 # left out on purpose: both install a device allow-list that would hide the GPU. /proc stays
-# whole (no ProtectProc=): the owner controls look for named programs there.
+# whole (no ProtectProc=): the owner controls look for named programs there. Also left out:
+# MemoryDenyWriteExecute= (CUDA and libtorch JIT-compile kernels) and PrivateUsers= (the GPU
+# device nodes belong to the video/render groups).
 NoNewPrivileges=yes
 ProtectSystem=strict
 ProtectHome=yes
@@ -283,10 +285,17 @@ ReadWritePaths=$state_dir
 CapabilityBoundingSet=
 ProtectKernelTunables=yes
 ProtectKernelModules=yes
+ProtectKernelLogs=yes
 ProtectControlGroups=yes
+ProtectHostname=yes
+PrivateMounts=yes
+RestrictNamespaces=yes
 RestrictSUIDSGID=yes
 RestrictRealtime=yes
+RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK
+SystemCallArchitectures=native
 LockPersonality=yes
+RemoveIPC=yes
 
 [Install]
 WantedBy=multi-user.target

@@ -130,9 +130,19 @@ verify() { # verify UNIT → prints the problems, returns non-zero if any
 verify gleaner-agent.service || fail "the unit does not verify"
 sed -e 's/^ProtectSystem=strict/ProtectSystem=bogus/' "$unit" >"$R/etc/systemd/system/gleaner-broken.service"
 if verify gleaner-broken.service >/dev/null; then fail "verify check missed ProtectSystem=bogus"; fi
-rm "$R/etc/systemd/system/gleaner-broken.service" "$R/usr/lib/systemd/system"
-rmdir "$R/usr/lib/systemd" "$R/usr/lib"
+rm "$R/etc/systemd/system/gleaner-broken.service"
 ok "systemd-analyze verify: clean (and a broken copy is caught)"
+# The sandbox stays as tight as it is now (systemd's exposure score, 0 = locked down, 10 = none).
+if score=$(systemd-analyze security --offline=yes --root="$R" gleaner-agent.service 2>/dev/null |
+  sed -n 's/.*Overall exposure level for gleaner-agent.service: \([0-9.]*\).*/\1/p') &&
+  [ -n "$score" ]; then
+  awk -v s="$score" 'BEGIN { exit !(s <= 4.0) }' || fail "exposure score $score > 4.0"
+  ok "systemd-analyze security: exposure $score"
+else
+  echo "skip: systemd-analyze security --offline (needs systemd 252 or newer)"
+fi
+rm "$R/usr/lib/systemd/system"
+rmdir "$R/usr/lib/systemd" "$R/usr/lib"
 
 # ---- bad flags: one readable line, exit 64, nothing touched ----
 E=$work/empty
