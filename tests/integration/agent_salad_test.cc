@@ -28,7 +28,7 @@ TEST_CASE("on SaladCloud the agent uses SALAD_MACHINE_ID and is costly to delete
   Fleet fleet(dir.path());
   REQUIRE(fleet.ok());
   std::string job =
-      fleet.Submit({{"seed", 5}, {"steps", 40}, {"step_ms", 25}, {"checkpoint_every", 10}});
+      fleet.Submit({{"seed", 5}, {"steps", 80}, {"step_ms", 25}, {"checkpoint_every", 20}});
   REQUIRE(!job.empty());
 
   std::mutex mu;
