@@ -3,6 +3,7 @@
 #include "agent/supervisor/api.h"
 #include "agent/supervisor/backoff.h"
 #include "agent/supervisor/cache.h"
+#include "agent/supervisor/deletion_cost.h"
 #include "agent/supervisor/gpu.h"
 #include "agent/supervisor/log.h"
 #include "agent/supervisor/state.h"
@@ -69,6 +70,7 @@ int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* sd) {
   api.SetToken(id->token);
   RecoverPendingJob(&api, &state, sd);
   BlobCache cache(state.CacheDir(), config.cache_max_mb * 1024 * 1024);
+  DeletionCost deletion_cost(DeletionCostFromEnv(), http);  // SaladCloud: spare busy instances
 
   Backoff errors(0.5, std::min(30.0, config.idle_poll_max_s));
   bool reregistered = false;
@@ -97,7 +99,9 @@ int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* sd) {
       sd->stop.WaitFor(std::min(d, config.idle_poll_max_s));
       continue;
     }
+    deletion_cost.SetBusy(true);
     JobOutcome o = RunJob(config, &api, &state, &cache, **work, sd);
+    deletion_cost.SetBusy(false);
     Log("job %s: %s", (*work)->job_id.c_str(), JobOutcomeName(o));
     if (config.once) break;
   }
