@@ -11,12 +11,14 @@
 
 #include "agent/supervisor/agent.h"
 #include "agent/supervisor/config.h"
+#include "agent/supervisor/control_cli.h"
 #include "agent/supervisor/curl_http.h"
 #include "agent/supervisor/log.h"
 
 using namespace gleaner::agent;
 
 int main(int argc, char** argv) {
+  if (IsControlCommand(argc, argv)) return RunControlCommand(argc, argv);
   gleaner::Result<AgentConfig> config = ParseAgentConfig(argc - 1, argv + 1);
   if (!config.ok()) {
     if (config.status().code() == gleaner::Code::kNotFound) {
