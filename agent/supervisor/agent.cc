@@ -106,8 +106,11 @@ int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* sd) {
   Backoff errors(0.5, std::min(30.0, config.idle_poll_max_s));
   bool reregistered = false;
   while (!sd->stop.requested()) {
-    sd->hand_back.Clear();
+    // Wait while the owner controls say no; then forget hand-back requests made while waiting
+    // (one made after the check below hands the next job back at once).
     if (!gate.WaitAllowed(sd->stop)) break;
+    sd->hand_back.Clear();
+    if (!gate.decision().allowed) continue;
     double retry_after = 0;
     Result<std::optional<Assignment>> work = api.Work(&retry_after);
     if (!work.ok()) {
@@ -135,7 +138,10 @@ int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* sd) {
     JobOutcome o = RunJob(config, &api, &state, &cache, **work, sd);
     Log("job %s: %s", (*work)->job_id.c_str(), JobOutcomeName(o));
     // A hand-back that could not finish in time: finish it before taking other work.
-    if (o == JobOutcome::kAbandoned && !sd->stop.requested()) RecoverPendingJob(&api, &state, sd);
+    if (o == JobOutcome::kAbandoned && !sd->stop.requested()) {
+      sd->hand_back.Clear();  // its deadline has passed; recovery retries until it is done
+      RecoverPendingJob(&api, &state, sd);
+    }
     if (config.once) break;
   }
   Log("stopped");

@@ -122,11 +122,12 @@ void ControlServer::Stop() {
 
 void ControlServer::Loop() {
   while (!stop_) {
-    pollfd p = {fd_, POLLIN, 0};
-    int r = poll(&p, 1, 500);
-    if (r <= 0 || stop_) continue;
+    // Blocks until a client connects; Stop()'s shutdown() wakes it (no periodic wake-ups).
     int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (c < 0) continue;
+    if (c < 0) {
+      if (errno != EINTR && errno != ECONNABORTED && !stop_) poll(nullptr, 0, 100);
+      continue;
+    }
     ucred cred;
     socklen_t len = sizeof cred;
     std::string line;

@@ -1,4 +1,5 @@
-// gleaner-agent: the supervisor on a volunteer PC (see docs/agent.md).
+// gleaner-agent: the supervisor on a volunteer PC (see docs/agent.md). `gleaner-agent status |
+// pause | resume` instead talk to the running agent over its control socket (control_cli.h).
 //
 // Signals: SIGTERM/SIGINT are blocked in every thread and taken by one signal thread. The first
 // asks the agent to hand its job back (trainer checkpoints, upload + commit, release) and exit 0

@@ -58,7 +58,7 @@ class SystemReadings : public OwnerReadingSource {
           RunCapture("loginctl show-session -p IdleHint -p IdleSinceHintMonotonic 2>/dev/null"),
           int64_t(mono.tv_sec) * 1000000 + mono.tv_nsec / 1000);
       if (!r->idle_s)
-        r->idle_s = IdleFromDeviceTimes({"/dev/input/event*", "/dev/pts/*"}, double(t));
+        r->idle_s = IdleFromDeviceTimes({"/dev/input/event*", "/dev/pts/[0-9]*"}, double(t));
       Once(!r->idle_s, &warned_idle_,
            "owner controls: no input idle time (no logind hint, no /dev/input or /dev/pts): "
            "idle-minutes is inactive");

@@ -9,7 +9,7 @@
 //   input idle     systemd-logind's IdleHint / IdleSinceHintMonotonic (`loginctl show-session`
 //                  without a session: the manager's view over every session; logind derives it
 //                  from the desktop's idle hint and from terminal activity), else the newest
-//                  access/modification time of /dev/input/event* and /dev/pts/*; unknown when
+//                  access/modification time of /dev/input/event* and /dev/pts/N; unknown when
 //                  neither answers
 // Only what a control needs is read. Thread-compatible: one thread uses one source.
 #pragma once

@@ -73,7 +73,7 @@ std::string TrainerEnv(pid_t agent, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("status, pause and resume talk to the running agent", "[agent][e2e][owner]") {
+TEST_CASE("status pause and resume talk to the running agent over the control socket", "[agent][e2e][owner]") {
   TempDir dir("gleaner-e2e-owner");
   Fleet fleet(dir.path());
   REQUIRE(fleet.ok());
@@ -150,7 +150,7 @@ TEST_CASE("status, pause and resume talk to the running agent", "[agent][e2e][ow
   CHECK(StatusJson(dir.path(), state_dir)["lifetime"]["jobs"] == 3);
 }
 
-TEST_CASE("a named program running pauses the agent; it works again when it exits",
+TEST_CASE("a named program running pauses the agent and it works again once it exits",
           "[agent][e2e][owner]") {
   TempDir dir("gleaner-e2e-game");
   Fleet fleet(dir.path());

@@ -145,7 +145,7 @@ TEST_CASE("policy: the idle threshold", "[owner]") {
   CHECK(p.Evaluate(r).allowed);
 }
 
-TEST_CASE("policy: the owner's pause wins over everything; order of reasons", "[owner]") {
+TEST_CASE("policy: the owner pause wins over everything and the order of reasons", "[owner]") {
   OwnerPolicy p(Parsed({{"work-hours", "22:00-07:00"}, {"pause-programs", "game"}}));
   OwnerReadings r = Now(kMon, At(12, 0));
   r.processes = {{"game", "game"}};
