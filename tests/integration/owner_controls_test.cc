@@ -73,7 +73,8 @@ std::string TrainerEnv(pid_t agent, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("status pause and resume talk to the running agent over the control socket", "[agent][e2e][owner]") {
+TEST_CASE("status pause and resume talk to the running agent over the control socket",
+          "[agent][e2e][owner]") {
   TempDir dir("gleaner-e2e-owner");
   Fleet fleet(dir.path());
   REQUIRE(fleet.ok());
@@ -196,4 +197,33 @@ TEST_CASE("a named program running pauses the agent and it works again once it e
   REQUIRE(fleet.WaitAllFinal({id}, Millis(60000)));
   CHECK(fleet.ResultChain(id) == ExpectedChain(6, 600) + "\n");
   CHECK(a.Log().find("owner controls: work allowed") != std::string::npos);
+}
+
+TEST_CASE("outside the configured work hours the agent takes no work and says why",
+          "[agent][e2e][owner]") {
+  TempDir dir("gleaner-e2e-hours");
+  Fleet fleet(dir.path());
+  REQUIRE(fleet.ok());
+  // A one-minute window twelve hours from now (local time, as the agent reads it).
+  time_t now = time(nullptr);
+  struct tm lt;
+  localtime_r(&now, &lt);
+  int start = (lt.tm_hour * 60 + lt.tm_min + 720) % 1440;
+  char window[32];
+  std::snprintf(window, sizeof window, "%02d:%02d-%02d:%02d", start / 60, start % 60,
+                (start + 1) / 60 % 24, (start + 1) % 60);
+  std::string id = fleet.Submit({{"seed", 7}, {"steps", 5}});
+  REQUIRE(!id.empty());
+  AgentProcess& a = fleet.AddAgent("a", {}, {"--work-hours", window});
+  std::string error;
+  REQUIRE(a.Start(&error));
+  INFO(a.Log());
+  REQUIRE(WaitUntil([&] { return StatusJson(dir.path(), dir.File("a")).is_object(); },
+                    Millis(10000), Millis(50)));
+  Json s = StatusJson(dir.path(), dir.File("a"));
+  CHECK(s["state"] == "not working");
+  CHECK(s["reason"] == std::string("outside work hours (") + window + ")");
+  CHECK_FALSE(WaitUntil([&] { return fleet.Job(id).value("state", "") != "pending"; }, Millis(1000),
+                        Millis(50)));
+  CHECK(a.process().Stop(Millis(5000)).clean());  // SIGTERM while waiting: a prompt, clean exit
 }
