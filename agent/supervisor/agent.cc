@@ -138,10 +138,7 @@ int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* sd) {
     JobOutcome o = RunJob(config, &api, &state, &cache, **work, sd);
     Log("job %s: %s", (*work)->job_id.c_str(), JobOutcomeName(o));
     // A hand-back that could not finish in time: finish it before taking other work.
-    if (o == JobOutcome::kAbandoned && !sd->stop.requested()) {
-      sd->hand_back.Clear();  // its deadline has passed; recovery retries until it is done
-      RecoverPendingJob(&api, &state, sd);
-    }
+    if (o == JobOutcome::kAbandoned && !sd->stop.requested()) RecoverPendingJob(&api, &state, sd);
     if (config.once) break;
   }
   Log("stopped");

@@ -42,10 +42,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+double ShutdownSecondsLeft(const ShutdownState* sd) {
+  if (!sd->stop.requested()) return 1e9;
+  return std::chrono::duration<double>(sd->deadline - Clock::now()).count();
+}
+
+// Time left to hand the job back: the shutdown's deadline or the owner controls' one.
 double SecondsLeft(const ShutdownState* sd) {
-  double hand_back = sd->hand_back.SecondsLeft();
-  if (!sd->stop.requested()) return hand_back;
-  return std::min(hand_back, std::chrono::duration<double>(sd->deadline - Clock::now()).count());
+  return std::min(ShutdownSecondsLeft(sd), sd->hand_back.SecondsLeft());
 }
 
 // Shutting down, or the owner controls want the job back.
@@ -457,7 +461,8 @@ void RecoverPendingJob(CoordinatorApi* api, StateDir* state, const ShutdownState
   const CurrentJob& job = **cur;
   Log("job %s: found from a previous run (epoch %lld, %zu pending uploads)", job.job_id.c_str(),
       static_cast<long long>(job.epoch), job.pending.size());
-  auto give_up = [shutdown] { return SecondsLeft(shutdown) < 0.5; };
+  // Only a shutdown cuts recovery short (not the owner controls: the job is released anyway).
+  auto give_up = [shutdown] { return ShutdownSecondsLeft(shutdown) < 0.5; };
   bool lost = false;
   for (const PendingUpload& p : job.pending) {
     if (lost) break;
