@@ -103,6 +103,10 @@ TEST_CASE("status pause and resume talk to the running agent over the control so
   CHECK(st.out.find("job: " + a_job + " (lease 1), step ") != std::string::npos);
   CHECK(st.out.find("/600") != std::string::npos);
   CHECK(st.out.find("last checkpoint uploaded: " + a_job + " step ") != std::string::npos);
+  REQUIRE(WriteFile(dir.File("agent.conf"), "# owner's config\nstate-dir = " + state_dir + "\n"));
+  CliResult by_config = Cli(dir.path(), {"status", "--config", dir.File("agent.conf")});
+  CHECK(by_config.status.clean());
+  CHECK(by_config.out.find("job: " + a_job) != std::string::npos);
   Json js = StatusJson(dir.path(), state_dir);
   REQUIRE(js.is_object());
   CHECK(js["job"]["id"] == a_job);

@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "agent/supervisor/config.h"
+#include "agent/train/common/files.h"
+#include "test_util.h"
 
 using namespace gleaner;
 using namespace gleaner::agent;
@@ -230,4 +232,29 @@ TEST_CASE("owner controls come from flags and the config file", "[owner][config]
     INFO(bad.first << " " << bad.second);
     CHECK_FALSE(r.ok());
   }
+}
+
+TEST_CASE("owner controls in the config file; ReadConfigFile names a bad line", "[owner][config]") {
+  testing::TempDir t;
+  REQUIRE(files::WriteSynced(t / "agent.conf",
+                             "coordinator = http://c:1\nstate-dir = /s\n"
+                             "work-hours = Mon-Fri 22:00-07:00, Sat-Sun 00:00-24:00\n"
+                             "pause-programs = steam, obs\n")
+              .ok());
+  Result<std::map<std::string, std::string>> v = ReadConfigFile(t / "agent.conf");
+  REQUIRE(v.ok());
+  CHECK((*v)["state-dir"] == "/s");
+  std::string conf = t / "agent.conf";
+  std::vector<std::string> args = {"--config", conf, "--pause-programs", "game"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(&a[0]);
+  Result<AgentConfig> c = ParseAgentConfig(int(argv.size()), argv.data());
+  REQUIRE(c.ok());
+  CHECK(c->owner.work_hours.size() == 2);
+  CHECK(c->owner.pause_programs == std::vector<std::string>{"game"});  // the flag wins
+
+  REQUIRE(files::WriteSynced(t / "bad.conf", "state-dir = /s\nidle-minutes 5\n").ok());
+  Result<std::map<std::string, std::string>> bad = ReadConfigFile(t / "bad.conf");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("config line 2") == 0);
 }
