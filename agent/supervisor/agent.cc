@@ -6,6 +6,7 @@
 #include "agent/supervisor/backoff.h"
 #include "agent/supervisor/cache.h"
 #include "agent/supervisor/control_socket.h"
+#include "agent/supervisor/deletion_cost.h"
 #include "agent/supervisor/gpu.h"
 #include "agent/supervisor/log.h"
 #include "agent/supervisor/owner_gate.h"
@@ -102,6 +103,7 @@ int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* sd) {
   sd->board.SetNode(id->node_id);
   RecoverPendingJob(&api, &state, sd);
   BlobCache cache(state.CacheDir(), config.cache_max_mb * 1024 * 1024);
+  DeletionCost deletion_cost(DeletionCostFromEnv(), http);  // SaladCloud: spare busy instances
 
   Backoff errors(0.5, std::min(30.0, config.idle_poll_max_s));
   bool reregistered = false;
@@ -135,7 +137,9 @@ int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* sd) {
       sd->stop.WaitFor(std::min(d, config.idle_poll_max_s));
       continue;
     }
+    deletion_cost.SetBusy(true);
     JobOutcome o = RunJob(config, &api, &state, &cache, **work, sd);
+    deletion_cost.SetBusy(false);
     Log("job %s: %s", (*work)->job_id.c_str(), JobOutcomeName(o));
     // A hand-back that could not finish in time: finish it before taking other work.
     if (o == JobOutcome::kAbandoned && !sd->stop.requested()) RecoverPendingJob(&api, &state, sd);
