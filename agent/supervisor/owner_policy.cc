@@ -186,7 +186,7 @@ OwnerDecision OwnerPolicy::Evaluate(const OwnerReadings& r) {
   } else {
     hot_ = false;
   }
-  if (r.paused) return {false, "paused by the owner (gleaner-agent resume continues)"};
+  if (r.paused) return {false, "paused by the owner"};
   if (!InWindows(c_.work_hours, r.weekday, r.minute_of_day)) {
     return {false, "outside work hours (" + c_.work_hours_text + ")"};
   }

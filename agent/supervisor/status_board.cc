@@ -167,6 +167,10 @@ std::string FormatStatus(const Json& s) {
   std::string out = "state: " + Str(s, "state");
   if (!Str(s, "reason").empty()) out += " (" + Str(s, "reason") + ")";
   out += "\n";
+  auto paused = s.find("paused");
+  if (paused != s.end() && paused->is_boolean() && paused->get<bool>()) {
+    out += "paused: `gleaner-agent resume` takes work again\n";
+  }
   if (!Str(s, "node_id").empty()) out += "node: " + Str(s, "node_id") + "\n";
   char buf[256];
   auto job = s.find("job");
