@@ -7,7 +7,6 @@
 #include <string>
 
 #include "agent/supervisor/owner_policy.h"
-
 #include "shared/status.h"
 
 namespace gleaner::agent {

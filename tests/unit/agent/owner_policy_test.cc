@@ -234,7 +234,8 @@ TEST_CASE("owner controls come from flags and the config file", "[owner][config]
   }
 }
 
-TEST_CASE("owner controls in the config file and ReadConfigFile naming a bad line", "[owner][config]") {
+TEST_CASE("owner controls in the config file and ReadConfigFile naming a bad line",
+          "[owner][config]") {
   testing::TempDir t;
   REQUIRE(files::WriteSynced(t / "agent.conf",
                              "coordinator = http://c:1\nstate-dir = /s\n"
