@@ -37,6 +37,9 @@ bool Known(const std::string& k) {
   for (const char* const* p = kKeys; *p != nullptr; ++p) {
     if (k == *p) return true;
   }
+  for (const char* const* p = kOwnerConfigKeys; *p != nullptr; ++p) {
+    if (k == *p) return true;
+  }
   return false;
 }
 
@@ -70,10 +73,39 @@ const char* AgentUsage() {
          "  [--config FILE] [--machine-id ID] [--trainer PATH] [--heartbeat-interval S]\n"
          "  [--shutdown-deadline S (20)] [--cache-max-mb N (20480)] [--keep-checkpoints N (3)]\n"
          "  [--max-poll-interval S (60)] [--ca-file PEM] [--once]\n"
+         "owner controls: [--gpus 0,1|GPU-UUID] [--max-vram-mb N]\n"
+         "  [--work-hours 'Mon-Fri 22:00-07:00'] [--pause-programs a,b] [--max-gpu-temp C]\n"
+         "  [--idle-minutes N] [--owner-check-interval S (5)]\n"
+         "control: gleaner-agent status|pause|resume [--state-dir DIR] [--config FILE] [--json]\n"
          "HTTPS certificates are always verified: against the system CAs, or only the CAs in\n"
          "--ca-file.\n"
          "env: GLEANER_COORDINATOR, GLEANER_ENROLL_TOKEN, GLEANER_STATE_DIR, GLEANER_MACHINE_ID,\n"
          "     GLEANER_CA_FILE, SALAD_MACHINE_ID\n";
+}
+
+Result<std::map<std::string, std::string>> ReadConfigFile(const std::string& path) {
+  std::map<std::string, std::string> values;
+  Result<std::string> text = files::ReadAll(path, 1 << 20);
+  if (!text.ok()) return Status::Invalid("config: " + text.status().message());
+  size_t pos = 0;
+  int line_no = 0;
+  while (pos <= text->size()) {
+    size_t nl = text->find('\n', pos);
+    if (nl == std::string::npos) nl = text->size();
+    std::string line = Trim(text->substr(pos, nl - pos));
+    pos = nl + 1;
+    ++line_no;
+    if (line.empty() || line[0] == '#') continue;
+    size_t eq = line.find('=');
+    std::string key = eq == std::string::npos ? line : Trim(line.substr(0, eq));
+    if (eq == std::string::npos || !Known(key) || key == "config") {
+      return Status::Invalid("config line " + std::to_string(line_no) +
+                             ": expected KEY=VALUE "
+                             "with a known key");
+    }
+    values[key] = Trim(line.substr(eq + 1));
+  }
+  return values;
 }
 
 Result<AgentConfig> ParseAgentConfig(int argc, char** argv) {
@@ -101,26 +133,9 @@ Result<AgentConfig> ParseAgentConfig(int argc, char** argv) {
   }
   auto cfg = flags.find("config");
   if (cfg != flags.end()) {
-    Result<std::string> text = files::ReadAll(cfg->second, 1 << 20);
-    if (!text.ok()) return Status::Invalid("config: " + text.status().message());
-    size_t pos = 0;
-    int line_no = 0;
-    while (pos <= text->size()) {
-      size_t nl = text->find('\n', pos);
-      if (nl == std::string::npos) nl = text->size();
-      std::string line = Trim(text->substr(pos, nl - pos));
-      pos = nl + 1;
-      ++line_no;
-      if (line.empty() || line[0] == '#') continue;
-      size_t eq = line.find('=');
-      std::string key = eq == std::string::npos ? line : Trim(line.substr(0, eq));
-      if (eq == std::string::npos || !Known(key) || key == "config") {
-        return Status::Invalid("config line " + std::to_string(line_no) +
-                               ": expected KEY=VALUE "
-                               "with a known key");
-      }
-      values[key] = Trim(line.substr(eq + 1));
-    }
+    Result<std::map<std::string, std::string>> file = ReadConfigFile(cfg->second);
+    if (!file.ok()) return file.status();
+    values = *file;
   }
   for (const auto& e : kEnv) {
     const char* v = std::getenv(e[1]);
@@ -155,6 +170,8 @@ Result<AgentConfig> ParseAgentConfig(int argc, char** argv) {
                              std::to_string(n.lo) + ", " + std::to_string(n.hi) + "]");
     }
   }
+  Status owner = ParseOwnerControls(values, &c.owner);
+  if (!owner.ok()) return owner;
   c.cache_max_mb = int64_t(cache_mb);
   c.keep_checkpoints = int(keep);
   if (c.coordinator.empty()) return Status::Invalid("--coordinator URL is required");

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
+#include "agent/supervisor/owner_policy.h"
 #include "shared/status.h"
 
 namespace gleaner::agent {
@@ -22,6 +24,7 @@ struct AgentConfig {
   int keep_checkpoints = 3;         // --keep-checkpoints
   double idle_poll_max_s = 60;      // --max-poll-interval: cap on waits between work requests
   bool once = false;                // --once: exit after one job (tests, benchmarks)
+  OwnerControls owner;              // --gpus, --max-vram-mb, --work-hours, ... (owner_policy.h)
 };
 
 constexpr const char* kAgentVersion = "0.1.0";
@@ -30,5 +33,7 @@ constexpr const char* kAgentVersion = "0.1.0";
 // InvalidArgument with one readable line on bad input; NotFound("help") for --help.
 Result<AgentConfig> ParseAgentConfig(int argc, char** argv);
 const char* AgentUsage();
+// The KEY=VALUE lines of a config file (InvalidArgument naming the line on a bad one).
+Result<std::map<std::string, std::string>> ReadConfigFile(const std::string& path);
 
 }  // namespace gleaner::agent

@@ -1,4 +1,5 @@
-// gleaner-agent: the supervisor on a volunteer PC (see docs/agent.md).
+// gleaner-agent: the supervisor on a volunteer PC (see docs/agent.md). `gleaner-agent status |
+// pause | resume` instead talk to the running agent over its control socket (control_cli.h).
 //
 // Signals: SIGTERM/SIGINT are blocked in every thread and taken by one signal thread. The first
 // asks the agent to hand its job back (trainer checkpoints, upload + commit, release) and exit 0
@@ -11,12 +12,14 @@
 
 #include "agent/supervisor/agent.h"
 #include "agent/supervisor/config.h"
+#include "agent/supervisor/control_cli.h"
 #include "agent/supervisor/curl_http.h"
 #include "agent/supervisor/log.h"
 
 using namespace gleaner::agent;
 
 int main(int argc, char** argv) {
+  if (IsControlCommand(argc, argv)) return RunControlCommand(argc, argv);
   gleaner::Result<AgentConfig> config = ParseAgentConfig(argc - 1, argv + 1);
   if (!config.ok()) {
     if (config.status().code() == gleaner::Code::kNotFound) {
