@@ -32,7 +32,7 @@ Result<Identity> EnsureIdentity(const AgentConfig& config, CoordinatorApi* api, 
   Backoff backoff(0.5, 30);
   for (;;) {
     Result<CoordinatorApi::Registration> r =
-        api->Register(config.enroll_token, id.machine_id, gpu.name, gpu.vram_mb, kAgentVersion);
+        api->Register(config.enroll_token, id.machine_id, gpu.name, gpu.vram_mb, config.version);
     if (r.ok()) {
       id.node_id = r->node_id;
       id.token = r->token;
@@ -52,7 +52,8 @@ Result<Identity> EnsureIdentity(const AgentConfig& config, CoordinatorApi* api, 
 
 }  // namespace
 
-int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* sd) {
+int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* sd,
+             const BetweenJobs& between_jobs) {
   StateDir state(config.state_dir);
   Status s = state.Init();
   if (!s.ok()) {
@@ -71,8 +72,10 @@ int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* sd) {
   BlobCache cache(state.CacheDir(), config.cache_max_mb * 1024 * 1024);
 
   Backoff errors(0.5, std::min(30.0, config.idle_poll_max_s));
-  bool reregistered = false;
+  bool reregistered = false, after_job = false;
   while (!sd->stop.requested()) {
+    if (between_jobs) between_jobs(&api, after_job);
+    after_job = false;
     double retry_after = 0;
     Result<std::optional<Assignment>> work = api.Work(&retry_after);
     if (!work.ok()) {
@@ -99,6 +102,7 @@ int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* sd) {
     }
     JobOutcome o = RunJob(config, &api, &state, &cache, **work, sd);
     Log("job %s: %s", (*work)->job_id.c_str(), JobOutcomeName(o));
+    after_job = true;
     if (config.once) break;
   }
   Log("stopped");
