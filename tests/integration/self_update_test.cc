@@ -169,6 +169,8 @@ TEST_CASE("self-update: an agent installs a signed newer release, re-executes as
   REQUIRE(fleet.WaitAllFinal({j2}, Millis(60000)));
   CHECK(fleet.Job(j2)["state"] == "completed");
   CHECK(fleet.ResultChain(j2) == ExpectedChain(0, 4) + "\n");
+  // The agent logs the outcome just after the coordinator has recorded it.
+  CHECK(WaitUntil([&] { return LogHas(a, "job " + j2 + ": completed"); }, Millis(10000)));
   std::string log = a.Log();
   size_t as_next = log.find("gleaner-agent " + kNext + " starting");
   CHECK(log.find("job " + j2 + ": completed", as_next) != std::string::npos);
