@@ -242,10 +242,15 @@ void SelfUpdate::Exec(const std::string& binary) {
   argv.push_back(nullptr);
   std::fflush(nullptr);
   // Nothing but stdio crosses into the new image (sockets, state files).
-  long max_fd = sysconf(_SC_OPEN_MAX);
-  for (int fd = 3; fd < (max_fd > 0 && max_fd < 65536 ? max_fd : 65536); ++fd) {
+  auto cloexec = [](int fd) {
     int flags = fcntl(fd, F_GETFD);
-    if (flags >= 0) fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+    if (fd > 2 && flags >= 0) fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+  };
+  Result<std::vector<std::string>> fds = files::ListDir("/proc/self/fd");
+  if (fds.ok()) {
+    for (const std::string& fd : fds.value()) cloexec(std::atoi(fd.c_str()));
+  } else {
+    for (int fd = 3; fd < 1024; ++fd) cloexec(fd);
   }
   execv(binary.c_str(), argv.data());
   Log("self-update: exec %s failed: %s; this version keeps running", binary.c_str(),
