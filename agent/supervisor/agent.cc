@@ -74,9 +74,9 @@ int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* sd,
   Backoff errors(0.5, std::min(30.0, config.idle_poll_max_s));
   bool reregistered = false, after_job = false;
   while (!sd->stop.requested()) {
+    double retry_after = 0;
     if (between_jobs) between_jobs(&api, after_job);
     after_job = false;
-    double retry_after = 0;
     Result<std::optional<Assignment>> work = api.Work(&retry_after);
     if (!work.ok()) {
       if (work.status().code() == Code::kUnauthenticated && !reregistered) {
@@ -101,8 +101,8 @@ int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* sd,
       continue;
     }
     JobOutcome o = RunJob(config, &api, &state, &cache, **work, sd);
-    Log("job %s: %s", (*work)->job_id.c_str(), JobOutcomeName(o));
     after_job = true;
+    Log("job %s: %s", (*work)->job_id.c_str(), JobOutcomeName(o));
     if (config.once) break;
   }
   Log("stopped");
