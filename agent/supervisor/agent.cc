@@ -101,9 +101,9 @@ int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* sd,
       continue;
     }
     JobOutcome o = RunJob(config, &api, &state, &cache, **work, sd);
-    after_job = true;
     Log("job %s: %s", (*work)->job_id.c_str(), JobOutcomeName(o));
     if (config.once) break;
+    after_job = true;
   }
   Log("stopped");
   return 0;

@@ -10,6 +10,13 @@
 namespace gleaner::agent {
 
 struct AgentConfig {
+  // Self-update (docs/agent.md "How updates are verified").
+  std::string release_keys;                // --release-keys: pinned public keys, one per line
+  std::string release_channel = "stable";  // --release-channel
+  double update_interval_s = 3600;         // --update-interval: checks while idle
+  bool self_test = false;                  // --self-test: check this binary, exit 0 if healthy
+  std::string version;                     // this binary's version (set by main)
+
   std::string coordinator;          // --coordinator / GLEANER_COORDINATOR
   std::string enroll_token;         // --enroll-token / GLEANER_ENROLL_TOKEN
   std::string state_dir;            // --state-dir / GLEANER_STATE_DIR
@@ -21,13 +28,7 @@ struct AgentConfig {
   int64_t cache_max_mb = 20480;     // --cache-max-mb
   int keep_checkpoints = 3;         // --keep-checkpoints
   double idle_poll_max_s = 60;      // --max-poll-interval: cap on waits between work requests
-  // Self-update (docs/agent.md "How updates are verified").
-  std::string release_keys;                // --release-keys: pinned public keys, one per line
-  std::string release_channel = "stable";  // --release-channel
-  double update_interval_s = 3600;         // --update-interval: checks while idle
-  bool self_test = false;                  // --self-test: check this binary, exit 0 if healthy
-  std::string version;                     // this binary's version (set by main)
-  bool once = false;                       // --once: exit after one job (tests, benchmarks)
+  bool once = false;                // --once: exit after one job (tests, benchmarks)
 };
 
 // The release version; a test build of gleaner-agent overrides it (GLEANER_AGENT_VERSION).
