@@ -186,10 +186,12 @@ TEST_CASE("self-update: bad releases are refused and the agent keeps its verifie
   Keys keys(dir.path(), "release");
   Keys rogue(dir.path(), "rogue");
   ArtifactServer server;
-  // Any bytes will do: none of these may get as far as a self-test.
+  // Any bytes will do: only the last case gets as far as a self-test.
   std::string bin = "#!/bin/sh\nexit 0\n" + std::string(100000, '#');
   server.Put("bin", bin);
   server.Put("half", bin.substr(0, bin.size() / 2));
+  std::string failing = "#!/bin/sh\necho self-test failing >&2\nexit 1\n";
+  server.Put("failing", failing);
   std::string url = server.Url("/a/bin"), sha = Sha256Hex(bin);
   int64_t len = int64_t(bin.size());
   int64_t now = int64_t(std::time(nullptr));
@@ -213,6 +215,9 @@ TEST_CASE("self-update: bad releases are refused and the agent keeps its verifie
        keys.Sign(kNext, "truncated", server.Url("/a/half"), len, sha)},
       {"oversized", "longer than", keys.Sign(kNext, "oversized", url, len - 1000, sha)},
       {"endless", "longer than", keys.Sign(kNext, "endless", server.Url("/endless"), len, sha)},
+      {"self-test-fails", "failed its self-test",
+       keys.Sign(kNext, "self-test-fails", server.Url("/a/failing"), int64_t(failing.size()),
+                 Sha256Hex(failing))},
   };
   std::vector<AgentProcess*> agents;
   std::string error;

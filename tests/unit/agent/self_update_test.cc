@@ -66,7 +66,7 @@ TEST_CASE("self-update: release key files are checked at start", "[self_update]"
   CHECK(http.calls().empty());
 }
 
-TEST_CASE("self-update: checks after jobs and on its interval; a refused release is fetched once",
+TEST_CASE("self-update: checks after jobs and on its interval, and fetches a refused release once",
           "[self_update]") {
   testing::TempDir t;
   release::KeyPair key = release::GenerateKeyPair().value();
