@@ -138,7 +138,11 @@ void SelfUpdate::AtStart() {
     }
     return;
   }
-  if (cur == config_.version) return;
+  if (cur == config_.version) {
+    s = updater_->Prune();
+    if (!s.ok()) Log("self-update: removing old versions: %s", s.ToString().c_str());
+    return;
+  }
   // `current` is a newer version installed by an update: run it (counting its starts).
   Result<bool> rolled_back = updater_->RecordStart();
   if (!rolled_back.ok()) {

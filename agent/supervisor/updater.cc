@@ -168,6 +168,20 @@ Status Updater::Adopt(const release::Version& version, const std::string& binary
   return Switch(v, [](int) { return false; });
 }
 
+Status Updater::Prune() {
+  if (files::Exists(Path("swapping"))) return Status::Ok();
+  Result<std::vector<std::string>> versions = files::ListDir(Path("versions"));
+  if (!versions.ok()) return Status::Ok();  // nothing installed
+  std::string keep1 = CurrentVersion(), keep2 = LinkVersion("previous");
+  Status result = Status::Ok();
+  for (const std::string& v : versions.value()) {
+    if (v == keep1 || v == keep2) continue;
+    Status s = files::RemoveTree(Path("versions/" + v));
+    if (!s.ok()) result = s;
+  }
+  return result;
+}
+
 Status Updater::Recover() {
   Result<std::string> flag = files::ReadAll(Path("swapping"), 256);
   if (!flag.ok()) return Status::Ok();

@@ -52,6 +52,9 @@ class Updater {
   // current becomes `previous`). Used at start when nothing is installed yet or the installed
   // agent is newer than `current`. kConflict if that version was rolled back before.
   Status Adopt(const release::Version& version, const std::string& binary);
+  // Removes installed versions that neither `current` nor `previous` names (old releases,
+  // rolled-back ones). Not during a switch (after Recover()).
+  Status Prune();
   // Completes or undoes an interrupted switch. Call at start before anything else.
   Status Recover();
   // Records a start of the current version at now; after 3 starts within 5 minutes, restores

@@ -223,3 +223,17 @@ TEST_CASE("updater: a crash loop restores the previous version and blocks the ba
   CHECK(u.Install(f.Release("1.1.0")).status().code() == Code::kConflict);
   CHECK(u.Install(f.Release("1.2.0")).ok());
 }
+
+TEST_CASE("updater: old versions are pruned, current and previous kept", "[updater]") {
+  Fixture f;
+  Updater u = f.Make();
+  REQUIRE(u.Prune().ok());  // nothing installed yet
+  REQUIRE(u.Install(f.Release("1.0.0")).ok());
+  REQUIRE(u.Install(f.Release("1.1.0")).ok());
+  REQUIRE(u.Install(f.Release("1.2.0")).ok());
+  REQUIRE(u.Prune().ok());
+  CHECK_FALSE(files::Exists(f.dir / "versions/1.0.0"));
+  CHECK(f.CurrentBytes(u) == "binary 1.2.0");
+  CHECK(files::Exists(f.dir / "previous/gleaner-agent"));
+  CHECK(files::Exists(f.dir / "versions/1.1.0/gleaner-agent"));
+}
