@@ -48,7 +48,7 @@ Result<Identity> EnsureIdentity(const AgentConfig& config, CoordinatorApi* api, 
   Backoff backoff(0.5, 30);
   for (;;) {
     Result<CoordinatorApi::Registration> r =
-        api->Register(config.enroll_token, id.machine_id, gpu.name, gpu.vram_mb, kAgentVersion);
+        api->Register(config.enroll_token, id.machine_id, gpu.name, gpu.vram_mb, config.version);
     if (r.ok()) {
       id.node_id = r->node_id;
       id.token = r->token;
@@ -68,7 +68,8 @@ Result<Identity> EnsureIdentity(const AgentConfig& config, CoordinatorApi* api, 
 
 }  // namespace
 
-int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* sd) {
+int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* sd,
+             const BetweenJobs& between_jobs) {
   StateDir state(config.state_dir);
   Status s = state.Init();
   if (!s.ok()) {
@@ -106,7 +107,7 @@ int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* sd) {
   DeletionCost deletion_cost(DeletionCostFromEnv(), http);  // SaladCloud: spare busy instances
 
   Backoff errors(0.5, std::min(30.0, config.idle_poll_max_s));
-  bool reregistered = false;
+  bool reregistered = false, after_job = false;
   while (!sd->stop.requested()) {
     // Wait while the owner controls say no; then forget hand-back requests made while waiting
     // (one made after the check below hands the next job back at once).
@@ -114,6 +115,8 @@ int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* sd) {
     sd->hand_back.Clear();
     if (!gate.decision().allowed) continue;
     double retry_after = 0;
+    if (between_jobs) between_jobs(&api, after_job);
+    after_job = false;
     Result<std::optional<Assignment>> work = api.Work(&retry_after);
     if (!work.ok()) {
       if (work.status().code() == Code::kUnauthenticated && !reregistered) {
@@ -144,6 +147,7 @@ int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* sd) {
     // A hand-back that could not finish in time: finish it before taking other work.
     if (o == JobOutcome::kAbandoned && !sd->stop.requested()) RecoverPendingJob(&api, &state, sd);
     if (config.once) break;
+    after_job = true;
   }
   Log("stopped");
   return 0;

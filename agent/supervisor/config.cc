@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "agent/train/common/files.h"
+#include "shared/release_manifest.h"
 
 namespace gleaner::agent {
 namespace {
@@ -31,6 +32,9 @@ const char* const kKeys[] = {"coordinator",
                              "max-poll-interval",
                              "config",
                              "ca-file",
+                             "release-keys",
+                             "release-channel",
+                             "update-interval",
                              nullptr};
 
 bool Known(const std::string& k) {
@@ -72,6 +76,8 @@ const char* AgentUsage() {
   return "usage: gleaner-agent --coordinator URL --enroll-token TOKEN --state-dir DIR\n"
          "  [--config FILE] [--machine-id ID] [--trainer PATH] [--heartbeat-interval S]\n"
          "  [--shutdown-deadline S (20)] [--cache-max-mb N (20480)] [--keep-checkpoints N (3)]\n"
+         "  [--release-keys FILE] [--release-channel NAME (stable)] [--update-interval S (3600)]\n"
+         "  [--self-test (check this binary: reach the coordinator, run a tiny job; exit 0)]\n"
          "  [--max-poll-interval S (60)] [--ca-file PEM] [--once]\n"
          "owner controls: [--gpus 0,1|GPU-UUID] [--max-vram-mb N]\n"
          "  [--work-hours 'Mon-Fri 22:00-07:00'] [--pause-programs a,b] [--max-gpu-temp C]\n"
@@ -110,12 +116,16 @@ Result<std::map<std::string, std::string>> ReadConfigFile(const std::string& pat
 
 Result<AgentConfig> ParseAgentConfig(int argc, char** argv) {
   std::map<std::string, std::string> flags, values;
-  bool once = false;
+  bool once = false, self_test = false;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") return Status::NotFound("help");
     if (a == "--once") {
       once = true;
+      continue;
+    }
+    if (a == "--self-test") {
+      self_test = true;
       continue;
     }
     if (a.rfind("--", 0) != 0) return Status::Invalid("unexpected argument '" + a + "'");
@@ -145,6 +155,10 @@ Result<AgentConfig> ParseAgentConfig(int argc, char** argv) {
 
   AgentConfig c;
   c.once = once;
+  c.self_test = self_test;
+  c.version = kAgentVersion;
+  c.release_keys = values["release-keys"];
+  if (values.count("release-channel")) c.release_channel = values["release-channel"];
   c.coordinator = values["coordinator"];
   c.enroll_token = values["enroll-token"];
   c.state_dir = values["state-dir"];
@@ -161,7 +175,8 @@ Result<AgentConfig> ParseAgentConfig(int argc, char** argv) {
                            {"shutdown-deadline", 0.1, 3600, &c.shutdown_deadline_s},
                            {"cache-max-mb", 0, 1e9, &cache_mb},
                            {"keep-checkpoints", 1, 1000, &keep},
-                           {"max-poll-interval", 0.01, 86400, &c.idle_poll_max_s}};
+                           {"max-poll-interval", 0.01, 86400, &c.idle_poll_max_s},
+                           {"update-interval", 0.01, 1e7, &c.update_interval_s}};
   for (const Num& n : nums) {
     auto it = values.find(n.key);
     if (it == values.end()) continue;
@@ -178,6 +193,9 @@ Result<AgentConfig> ParseAgentConfig(int argc, char** argv) {
   if (c.state_dir.empty()) return Status::Invalid("--state-dir DIR is required");
   if (c.coordinator.rfind("http://", 0) != 0 && c.coordinator.rfind("https://", 0) != 0) {
     return Status::Invalid("--coordinator must be an http:// or https:// URL");
+  }
+  if (!release::IsValidChannel(c.release_channel)) {
+    return Status::Invalid("--release-channel must be [a-z0-9-], 1 to 32 characters");
   }
   if (!c.ca_file.empty()) {
     Result<std::string> pem = files::ReadAll(c.ca_file, 16 << 20);

@@ -12,6 +12,13 @@
 namespace gleaner::agent {
 
 struct AgentConfig {
+  // Self-update (docs/agent.md "How updates are verified").
+  std::string release_keys;                // --release-keys: pinned public keys, one per line
+  std::string release_channel = "stable";  // --release-channel
+  double update_interval_s = 3600;         // --update-interval: checks while idle
+  bool self_test = false;                  // --self-test: check this binary, exit 0 if healthy
+  std::string version;                     // this binary's version (set by main)
+
   std::string coordinator;          // --coordinator / GLEANER_COORDINATOR
   std::string enroll_token;         // --enroll-token / GLEANER_ENROLL_TOKEN
   std::string state_dir;            // --state-dir / GLEANER_STATE_DIR
@@ -27,6 +34,7 @@ struct AgentConfig {
   OwnerControls owner;              // --gpus, --max-vram-mb, --work-hours, ... (owner_policy.h)
 };
 
+// The release version; a test build of gleaner-agent overrides it (GLEANER_AGENT_VERSION).
 constexpr const char* kAgentVersion = "0.1.0";
 
 // Parses argv (after the program name), the environment and an optional --config FILE.
