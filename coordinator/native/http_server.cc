@@ -261,12 +261,19 @@ void HttpServer::Impl::HandleBlobPut(const httplib::Request& req, httplib::Respo
     return SendError(writer.status(), res);
   }
   Status write_status;
+  int64_t discarded = 0;
   bool ok = (*reader)([&](const char* data, size_t len) {
-    write_status = (*writer)->Append(data, len);
-    return write_status.ok();
+    if (write_status.ok()) {
+      write_status = (*writer)->Append(data, len);
+      if (write_status.ok() || write_status.code() == Code::kTooLarge) return write_status.ok();
+    }
+    // The disk failed: read and drop the rest of a modest body, so that a client still sending
+    // it gets the 5xx answer instead of a connection reset.
+    discarded += int64_t(len);
+    return discarded <= kDrainLimit;
   });
   if (!ok || !write_status.ok()) {
-    CloseAfter(res);
+    if (!ok) CloseAfter(res);
     if (write_status.ok()) write_status = Status::Invalid("could not read the request body");
     if (write_status.code() != Code::kTooLarge && write_status.code() != Code::kInvalidArgument) {
       LogError("blob write failed", {{"key", grant->key}, {"error", write_status.ToString()}});
