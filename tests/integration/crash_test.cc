@@ -186,10 +186,15 @@ struct AckLog {
   std::map<std::pair<std::string, int64_t>, LeaseAck> leases;
   std::map<std::string, int64_t> max_epoch;
   std::vector<CommitAck> commits;
-  std::map<std::string, std::string> completes;  // job -> output sha256
+  std::map<std::string, std::string> completes;       // job -> output sha256
+  std::map<std::string, std::set<std::string>> puts;  // key -> sha256 of every body PUT to it
   std::vector<std::string> violations;
   int lost_leases = 0, vanished = 0, releases = 0, resumes = 0;
 
+  void Put(const std::string& key, const std::string& body) {
+    std::lock_guard<std::mutex> lock(mu);
+    puts[key].insert(Sha256Hex(body));
+  }
   void Violation(const std::string& v) {
     std::lock_guard<std::mutex> lock(mu);
     if (violations.size() < 50) violations.push_back(v);
@@ -302,6 +307,7 @@ void Node(int index, uint64_t seed, const NodeCredentials& cred, Controller* ctl
       // Mostly small; now and then large enough that a kill lands inside the upload.
       size_t size = rng() % 16 == 0 ? 128 * 1024 + rng() % (384 * 1024) : 1 + rng() % 16384;
       std::string bytes = Bytes(rng, size);
+      log->Put(url.json()["key"].get<std::string>(), bytes);
       HttpResult put =
           c.Call("PUT", url.json()["url"].get<std::string>(), bytes, &retried, {}, true);
       if (put.status / 100 != 2) {
@@ -343,6 +349,7 @@ void Node(int index, uint64_t seed, const NodeCredentials& cred, Controller* ctl
       continue;
     }
     std::string result = "result of " + job + " " + Bytes(rng, 16);
+    log->Put(out.json()["key"].get<std::string>(), result);
     HttpResult put =
         c.Call("PUT", out.json()["url"].get<std::string>(), result, &retried, {}, true);
     if (put.status / 100 != 2) {
@@ -406,7 +413,10 @@ std::string Str(const core::SqlValue& v) {
 }
 
 // The database against the acknowledged log (clients are parked: the log is complete).
-std::vector<std::string> CheckAgainstLog(AckLog* log, const std::string& db_path) {
+// whole: keys of objects already found whole (objects are never rewritten with other bytes).
+std::vector<std::string> CheckAgainstLog(AckLog* log, const std::string& db_path,
+                                         const std::string& data_dir,
+                                         std::set<std::string>* whole) {
   std::vector<std::string> problems;
   auto db = native::SqliteExecutor::Open({db_path});
   if (!db.ok()) return {"open database: " + db.status().ToString()};
@@ -459,6 +469,18 @@ std::vector<std::string> CheckAgainstLog(AckLog* log, const std::string& db_path
   for (const auto& row : r.results[3].rows) jobs[Str(row[0])].outputs = Str(row[1]);
 
   std::lock_guard<std::mutex> lock(log->mu);
+  // Every object in the store, with or without metadata, is whole: exactly one of the bodies
+  // PUT to its key (never a prefix of one, never a temp file under an object's key).
+  for (const std::string& key : ListObjects(data_dir)) {
+    if (whole->count(key)) continue;
+    auto sent = log->puts.find(key);
+    std::string sha = Sha256Hex(ReadFile(data_dir + "/blobs/" + key));
+    if (sent == log->puts.end() || !sent->second.count(sha)) {
+      problems.push_back("object " + key + " (sha256 " + sha + ") is not a body PUT to it");
+    } else {
+      whole->insert(key);
+    }
+  }
   for (const std::string& id : log->jobs) {
     if (!jobs.count(id)) problems.push_back("acknowledged job " + id + " is gone");
   }
@@ -582,7 +604,7 @@ TEST_CASE("kill -9 under load, many times: nothing acknowledged is lost", "[coor
   }
 
   std::mt19937_64 rng(seed);
-  std::set<std::string> verified;
+  std::set<std::string> verified, whole;
   std::vector<std::string> problems;
   int done = 0, downloads = 0, blobs_checked = 0;
   double park_s = 0, start_s = 0, check_s = 0;  // time spent down: clients parking, restart, checks
@@ -614,7 +636,9 @@ TEST_CASE("kill -9 under load, many times: nothing acknowledged is lost", "[coor
     downloads += store.downloads;
     blobs_checked += store.blobs;
     problems = store.problems;
-    for (auto& p : CheckAgainstLog(&log, so.db)) problems.push_back(std::move(p));
+    for (auto& p : CheckAgainstLog(&log, so.db, so.data_dir, &whole)) {
+      problems.push_back(std::move(p));
+    }
     auto t3 = std::chrono::steady_clock::now();
     park_s += std::chrono::duration<double>(t1 - t0).count();
     start_s += std::chrono::duration<double>(t2 - t1).count();

@@ -27,7 +27,34 @@ std::string Text(const core::SqlValue& v) {
   return v.is_null() ? "" : v.AsText();
 }
 
+void Walk(const std::string& root, const std::string& rel, std::vector<std::string>* out) {
+  DIR* d = ::opendir((rel.empty() ? root : root + "/" + rel).c_str());
+  if (!d) return;
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != ".." && !(rel.empty() && n == ".tmp")) names.push_back(n);
+  }
+  ::closedir(d);
+  for (const auto& n : names) {
+    std::string child = rel.empty() ? n : rel + "/" + n;
+    struct stat st;
+    if (::lstat((root + "/" + child).c_str(), &st) != 0) continue;
+    if (S_ISDIR(st.st_mode)) {
+      Walk(root, child, out);
+    } else {
+      out->push_back(child);
+    }
+  }
+}
+
 }  // namespace
+
+std::vector<std::string> ListObjects(const std::string& data_dir) {
+  std::vector<std::string> out;
+  Walk(data_dir + "/blobs", "", &out);
+  return out;
+}
 
 std::string JoinLines(const std::vector<std::string>& lines, size_t max) {
   std::string out;

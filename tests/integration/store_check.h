@@ -43,6 +43,9 @@ struct StoreCheckResult {
 
 StoreCheckResult CheckStore(const StoreCheckOptions& options);
 
+// Keys of every object file in the store (relative to <data_dir>/blobs, temp directory left out).
+std::vector<std::string> ListObjects(const std::string& data_dir);
+
 // One line per problem, for INFO().
 std::string JoinLines(const std::vector<std::string>& lines, size_t max = 30);
 
