@@ -299,7 +299,17 @@ TEST_CASE("database under real write/fsync faults and a full disk", "[coordinato
     // Reads need no space.
     CHECK(rig.Dev().Get("/v1/jobs/" + rig.job()).status == 200);
     CHECK(rig.Fired() > 0);
+    // An upload whose object is stored but cannot be recorded: 507, and it cannot be committed.
+    const std::string bytes = Pattern(4096, 1);
+    Upload u = PutCheckpoint(rig, 1, bytes);
+    INFO(u.put.Describe());
+    CHECK(u.put.status == 507);
     rig.Clear();
+    HttpResult commit = Commit(rig, 1, bytes);
+    INFO(commit.Describe());
+    CHECK(commit.status == 400);
+    CHECK(HttpClient::Fetch("PUT", u.url, bytes).status == 204);
+    CHECK(Commit(rig, 1, bytes).status == 200);
     works();
   }
   SECTION("one failed write") {
