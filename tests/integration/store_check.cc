@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 
@@ -36,6 +37,7 @@ void Walk(const std::string& root, const std::string& rel, std::vector<std::stri
     if (n != "." && n != ".." && !(rel.empty() && n == ".tmp")) names.push_back(n);
   }
   ::closedir(d);
+  std::sort(names.begin(), names.end());
   for (const auto& n : names) {
     std::string child = rel.empty() ? n : rel + "/" + n;
     struct stat st;

@@ -43,7 +43,8 @@ struct StoreCheckResult {
 
 StoreCheckResult CheckStore(const StoreCheckOptions& options);
 
-// Keys of every object file in the store (relative to <data_dir>/blobs, temp directory left out).
+// Keys of every object file in the store (relative to <data_dir>/blobs, temp directory left out),
+// sorted.
 std::vector<std::string> ListObjects(const std::string& data_dir);
 
 // One line per problem, for INFO().
