@@ -284,7 +284,14 @@ void HttpServer::Impl::HandleBlobPut(const httplib::Request& req, httplib::Respo
     }
     return SendError(write_status, res);
   }
-  auto stored = (*writer)->Commit(grant->sha256);
+  auto stored = (*writer)->Finish(grant->sha256);
+  if (stored.ok()) {
+    // A committed checkpoint or output is never replaced by other bytes (409).
+    core::Plan allowed = runner->Run(coord->BlobPlacePlan(grant->key, stored->sha256));
+    if (allowed.response().status / 100 != 2) return SendResponse(allowed.response(), res);
+    Status placed = (*writer)->Place();
+    if (!placed.ok()) stored = placed;
+  }
   if (!stored.ok()) {
     if (stored.status().code() != Code::kInvalidArgument) {
       LogError("blob commit failed", {{"key", grant->key}, {"error", stored.status().ToString()}});

@@ -380,3 +380,44 @@ TEST_CASE("database under real write/fsync faults and a full disk", "[coordinato
   CHECK(job.json()["step"] == step);
   works();
 }
+
+// PUT URLs stay valid for a while after use: a late retry or a zombie agent holding one must not
+// change a committed checkpoint or a completed job's output (it would no longer match the
+// sha256 that resumes and downloads check).
+TEST_CASE("a committed checkpoint or output is never replaced through its PUT URL",
+          "[coordinator][faults]") {
+  Rig rig;
+  rig.Start();
+  const std::string a = Pattern(5000, 1), b = Pattern(5000, 2);
+  Upload u = PutCheckpoint(rig, 1, a);
+  REQUIRE(u.put.status == 204);
+  // Before its commit an upload may be redone with other bytes (a retrained step).
+  REQUIRE(HttpClient::Fetch("PUT", u.url, b).status == 204);
+  REQUIRE(HttpClient::Fetch("PUT", u.url, a).status == 204);
+  REQUIRE(Commit(rig, 1, a).status == 200);
+  HttpResult again = HttpClient::Fetch("PUT", u.url, b);
+  INFO(again.Describe());
+  CHECK(again.status == 409);
+  CHECK(rig.Download(u.key).body == a);
+  CHECK(HttpClient::Fetch("PUT", u.url, a).status == 204);  // a retry of the same bytes is fine
+  CHECK(rig.TempFiles().empty());
+
+  HttpResult out = rig.Node().Post("/v1/jobs/" + rig.job() + "/outputs",
+                                   {{"epoch", rig.epoch()}, {"name", "result.bin"}});
+  REQUIRE(out.status == 200);
+  const std::string out_url = out.json()["url"].get<std::string>();
+  REQUIRE(HttpClient::Fetch("PUT", out_url, a).status == 204);
+  HttpResult done = rig.Node().Post(
+      "/v1/jobs/" + rig.job() + "/complete",
+      {{"epoch", rig.epoch()},
+       {"outputs",
+        Json::array(
+            {{{"name", "result.bin"}, {"sha256", Sha256Hex(a)}, {"size", int64_t(a.size())}}})}});
+  INFO(done.Describe());
+  REQUIRE(done.status == 200);
+  CHECK(HttpClient::Fetch("PUT", out_url, b).status == 409);
+  CHECK(rig.Download(out.json()["key"].get<std::string>()).body == a);
+  std::vector<std::string> problems = rig.StoreProblems();
+  INFO(JoinLines(problems));
+  CHECK(problems.empty());
+}
