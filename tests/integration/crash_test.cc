@@ -133,8 +133,9 @@ class Client {
  public:
   Client(Controller* ctl, std::string token) : ctl_(ctl), token_(std::move(token)) {}
 
-  // Sends until an answer comes (parking while the coordinator is down). *retried: the request
-  // had to be sent again, so an earlier copy may have taken effect.
+  // Sends until an answer comes (parking while the coordinator is down; backing off on 429 and
+  // 503). *retried: the request had to be sent again after no answer, so an earlier copy may
+  // have taken effect.
   HttpResult Call(const std::string& method, const std::string& path, const std::string& body,
                   bool* retried, const Headers& headers = {}, bool absolute = false) {
     *retried = false;
@@ -153,6 +154,11 @@ class Client {
                               "application/octet-stream", headers);
       } else {
         r = http_->Request(method, path, body, "application/json", headers);
+      }
+      if ((r.status == 429 || r.status == 503) && !ctl_->stopped()) {
+        // Rate limited or busy: nothing changed; back off and send it again, like an agent.
+        std::this_thread::sleep_for(Millis(20));
+        continue;
       }
       if (r.status != 0) return r;
       if (!ctl_->Park()) return r;
