@@ -14,22 +14,17 @@ Result<std::unique_ptr<GroupCommitter>> GroupCommitter::Start(const SqliteOption
 }
 
 GroupCommitter::GroupCommitter(std::unique_ptr<SqliteExecutor> db, size_t max_group)
-    : db_(std::move(db)), max_group_(max_group) {
-  thread_ = std::thread([this] { Loop(); });
-}
+    : db_(std::move(db)), max_group_(max_group) {}
 
 GroupCommitter::~GroupCommitter() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  work_cv_.notify_all();
-  thread_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  stop_ = true;
 }
 
 core::BatchResult GroupCommitter::Execute(const core::Batch& batch) {
   Pending p;
   p.batch = &batch;
+  bool lead = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) {
@@ -37,10 +32,14 @@ core::BatchResult GroupCommitter::Execute(const core::Batch& batch) {
       return std::move(p.result);
     }
     queue_.push_back(&p);
-    if (queue_.size() == 1) work_cv_.notify_one();
+    if (!leading_) lead = leading_ = true;
   }
-  std::unique_lock<std::mutex> wait(p.mu);
-  p.cv.wait(wait, [&] { return p.done; });
+  if (!lead) {
+    std::unique_lock<std::mutex> wait(p.mu);
+    p.cv.wait(wait, [&] { return p.done || p.lead; });
+    if (p.done) return std::move(p.result);
+  }
+  Lead(&p);
   return std::move(p.result);
 }
 
@@ -54,37 +53,58 @@ size_t GroupCommitter::queued() const {
   return queue_.size();
 }
 
-void GroupCommitter::Loop() {
+void GroupCommitter::Finish(Pending* p, core::BatchResult result) {
+  std::lock_guard<std::mutex> done(p->mu);
+  p->result = std::move(result);
+  p->done = true;
+  p->cv.notify_one();  // under p->mu: p lives on its caller's stack until it sees done
+}
+
+void GroupCommitter::Lead(Pending* self) {
   std::vector<Pending*> group;
   std::vector<const core::Batch*> batches;
-  std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping and drained
     group.clear();
     batches.clear();
-    while (!queue_.empty() && group.size() < max_group_) {
-      group.push_back(queue_.front());
-      batches.push_back(queue_.front()->batch);
-      queue_.pop_front();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      while (!queue_.empty() && group.size() < max_group_) {
+        group.push_back(queue_.front());
+        batches.push_back(queue_.front()->batch);
+        queue_.pop_front();
+      }
+      stats_.in_flight = group.size();
     }
-    stats_.in_flight = group.size();
-    lock.unlock();
     std::vector<core::BatchResult> results = db_->ExecuteGroup(batches);
-    lock.lock();
-    stats_.in_flight = 0;
-    stats_.groups += 1;
-    stats_.batches += int64_t(group.size());
-    stats_.largest = std::max(stats_.largest, group.size());
-    lock.unlock();  // stats first: a caller that returns sees its group counted
-    for (size_t i = 0; i < group.size(); ++i) {
-      Pending* p = group[i];
-      std::lock_guard<std::mutex> done(p->mu);
-      p->result = std::move(results[i]);
-      p->done = true;
-      p->cv.notify_one();  // under p->mu: p lives on the caller's stack until it sees done
+    Pending* next = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.in_flight = 0;
+      stats_.groups += 1;
+      stats_.batches += int64_t(group.size());
+      stats_.largest = std::max(stats_.largest, group.size());
+      if (queue_.empty()) {
+        leading_ = false;
+      } else {
+        next = queue_.front();
+      }
     }
-    lock.lock();
+    // The next group starts before this one's callers are woken. If the oldest queued caller is
+    // this thread's own (its batch did not fit into this group), keep leading.
+    if (next != nullptr && next != self) {
+      std::lock_guard<std::mutex> handover(next->mu);
+      next->lead = true;
+      next->cv.notify_one();
+    }
+    for (size_t i = 0; i < group.size(); ++i) {
+      if (group[i] == self) {
+        self->result = std::move(results[i]);
+        self->done = true;
+      } else {
+        Finish(group[i], std::move(results[i]));
+      }
+    }
+    if (next != self) return;
   }
 }
 
