@@ -7,7 +7,12 @@ namespace gleaner::native {
 
 Result<std::unique_ptr<GroupCommitter>> GroupCommitter::Start(const SqliteOptions& db,
                                                               size_t max_group) {
-  auto opened = SqliteExecutor::Open(db);
+  // Every write goes through this one connection, so its page cache stays valid across commits
+  // (readers' caches are dropped whenever the database changed): a large cache keeps the pages
+  // that writes touch in memory instead of re-reading them from the file system.
+  SqliteOptions options = db;
+  if (options.cache_kib == 0) options.cache_kib = kCommitterCacheKib;
+  auto opened = SqliteExecutor::Open(options);
   if (!opened.ok()) return opened.status();
   return std::unique_ptr<GroupCommitter>(
       new GroupCommitter(std::move(opened).value(), std::max<size_t>(1, max_group)));

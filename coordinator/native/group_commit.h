@@ -26,6 +26,9 @@ namespace gleaner::native {
 
 class GroupCommitter {
  public:
+  // Page cache of the committer's connection unless SqliteOptions::cache_kib says otherwise.
+  static constexpr int kCommitterCacheKib = 64 * 1024;
+
   // Opens the committer's connection. max_group bounds one transaction.
   static Result<std::unique_ptr<GroupCommitter>> Start(const SqliteOptions& db,
                                                        size_t max_group = 256);

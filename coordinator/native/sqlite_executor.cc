@@ -68,6 +68,9 @@ Result<std::unique_ptr<SqliteExecutor>> SqliteExecutor::Open(const SqliteOptions
     }
     impl->db.exec("PRAGMA synchronous=" + options.synchronous);
     impl->db.exec("PRAGMA foreign_keys=ON");
+    if (options.cache_kib > 0) {
+      impl->db.exec("PRAGMA cache_size=-" + std::to_string(options.cache_kib));
+    }
     return std::unique_ptr<SqliteExecutor>(new SqliteExecutor(std::move(impl)));
   } catch (const std::exception& e) {
     return Status::Io("cannot open database " + options.path + ": " + e.what());
