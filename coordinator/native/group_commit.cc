@@ -40,9 +40,17 @@ core::BatchResult GroupCommitter::Execute(const core::Batch& batch) {
     if (!leading_) lead = leading_ = true;
   }
   if (!lead) {
-    std::unique_lock<std::mutex> wait(p.mu);
-    p.cv.wait(wait, [&] { return p.done || p.lead; });
-    if (p.done) return std::move(p.result);
+    Pending* next = nullptr;
+    {
+      std::unique_lock<std::mutex> wait(p.mu);
+      p.cv.wait(wait, [&] { return p.done || p.lead; });
+      next = p.wake_next;
+    }
+    if (p.done) {
+      // `next` is still waiting (nobody else sets its done), so it is alive.
+      if (next != nullptr) Wake(next);
+      return std::move(p.result);
+    }
   }
   Lead(&p);
   return std::move(p.result);
@@ -58,9 +66,8 @@ size_t GroupCommitter::queued() const {
   return queue_.size();
 }
 
-void GroupCommitter::Finish(Pending* p, core::BatchResult result) {
+void GroupCommitter::Wake(Pending* p) {
   std::lock_guard<std::mutex> done(p->mu);
-  p->result = std::move(result);
   p->done = true;
   p->cv.notify_one();  // under p->mu: p lives on its caller's stack until it sees done
 }
@@ -101,14 +108,23 @@ void GroupCommitter::Lead(Pending* self) {
       next->lead = true;
       next->cv.notify_one();
     }
+    // Results go in while every other caller still waits (they read them only after done,
+    // set under their lock); then the first is woken and the wake-ups chain from there.
+    Pending* first = nullptr;
+    Pending* last = nullptr;
     for (size_t i = 0; i < group.size(); ++i) {
-      if (group[i] == self) {
-        self->result = std::move(results[i]);
-        self->done = true;
+      Pending* p = group[i];
+      p->result = std::move(results[i]);
+      if (p == self) continue;
+      if (last != nullptr) {
+        last->wake_next = p;
       } else {
-        Finish(group[i], std::move(results[i]));
+        first = p;
       }
+      last = p;
     }
+    self->done = self->done || std::find(group.begin(), group.end(), self) != group.end();
+    if (first != nullptr) Wake(first);
     if (next != self) return;
   }
 }

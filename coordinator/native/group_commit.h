@@ -6,7 +6,8 @@
 // (SqliteExecutor::ExecuteGroup: a failing batch is rolled back alone) and COMMITs once with the
 // connection's synchronous setting (FULL by default). Then it hands leadership to the oldest
 // caller still queued (whose group starts at once) and only after that wakes the callers of its
-// own group, so waking them overlaps with the next group's work. Each caller gets its own batch's
+// own group (the first of them, which wakes the next, and so on), so waking them overlaps with the
+// next group's work. Each caller gets its own batch's
 // result only after that COMMIT returned, so an acknowledged write is durable. Semantics per batch
 // are those of SqliteExecutor::Execute (atomic; constraint → kConflict; busy → kUnavailable), and
 // batches behave as if run one after another in queue order.
@@ -58,11 +59,15 @@ class GroupCommitter {
     std::condition_variable cv;
     bool done = false;  // result is set
     bool lead = false;  // this caller is the leader now
+    // Set with the result: the caller of the same group this one wakes once it is awake, so the
+    // leader wakes one caller per group and the wake-ups run on the callers' threads.
+    Pending* wake_next = nullptr;
   };
   GroupCommitter(std::unique_ptr<SqliteExecutor> db, size_t max_group);
   // Runs groups from the queue on this thread until `self` is done; hands leadership on.
   void Lead(Pending* self);
-  static void Finish(Pending* p, core::BatchResult result);
+  // Marks p done and wakes it; returns the caller p must wake next.
+  static void Wake(Pending* p);
 
   std::unique_ptr<SqliteExecutor> db_;
   size_t max_group_;
