@@ -68,6 +68,9 @@ Result<std::unique_ptr<SqliteExecutor>> SqliteExecutor::Open(const SqliteOptions
     }
     impl->db.exec("PRAGMA synchronous=" + options.synchronous);
     impl->db.exec("PRAGMA foreign_keys=ON");
+    // Savepoint sub-journals (one SAVEPOINT per batch in a group) and sort scratch in memory,
+    // not in temp files.
+    impl->db.exec("PRAGMA temp_store=MEMORY");
     if (options.cache_kib > 0) {
       impl->db.exec("PRAGMA cache_size=-" + std::to_string(options.cache_kib));
     }
