@@ -1,5 +1,7 @@
 #include "coordinator/core/router.h"
 
+#include <cstring>
+
 #include "coordinator/core/routes.h"
 #include "shared/sha256.h"
 
@@ -26,20 +28,29 @@ std::vector<std::string> Split(const std::string& path) {
   return out;
 }
 
+// Matches a path's segments against a pattern without copying the pattern (every request tries
+// every route).
 bool Match(const char* pattern, const std::vector<std::string>& segs,
            std::vector<std::string>* args) {
-  std::vector<std::string> pat = Split(pattern);
-  if (pat.size() != segs.size()) return false;
   args->clear();
-  for (size_t i = 0; i < pat.size(); ++i) {
-    if (!pat[i].empty() && pat[i][0] == '{') {
-      if (segs[i].empty()) return false;
-      args->push_back(segs[i]);
-    } else if (pat[i] != segs[i]) {
+  if (pattern[0] != '/') return false;
+  const char* p = pattern + 1;
+  size_t i = 0;
+  for (;; ++i) {
+    const char* end = std::strchr(p, '/');
+    if (end == nullptr) end = p + std::strlen(p);
+    if (i >= segs.size()) return false;
+    const std::string& seg = segs[i];
+    if (*p == '{') {
+      if (seg.empty()) return false;
+      args->push_back(seg);
+    } else if (seg.size() != size_t(end - p) || seg.compare(0, seg.size(), p, seg.size()) != 0) {
       return false;
     }
+    if (*end == '\0') break;
+    p = end + 1;
   }
-  return true;
+  return i + 1 == segs.size();
 }
 
 std::string RolesText(unsigned roles) {

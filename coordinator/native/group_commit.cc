@@ -7,29 +7,29 @@ namespace gleaner::native {
 
 Result<std::unique_ptr<GroupCommitter>> GroupCommitter::Start(const SqliteOptions& db,
                                                               size_t max_group) {
-  auto opened = SqliteExecutor::Open(db);
+  // Every write goes through this one connection, so its page cache stays valid across commits
+  // (readers' caches are dropped whenever the database changed): a large cache keeps the pages
+  // that writes touch in memory instead of re-reading them from the file system.
+  SqliteOptions options = db;
+  if (options.cache_kib == 0) options.cache_kib = kCommitterCacheKib;
+  auto opened = SqliteExecutor::Open(options);
   if (!opened.ok()) return opened.status();
   return std::unique_ptr<GroupCommitter>(
       new GroupCommitter(std::move(opened).value(), std::max<size_t>(1, max_group)));
 }
 
 GroupCommitter::GroupCommitter(std::unique_ptr<SqliteExecutor> db, size_t max_group)
-    : db_(std::move(db)), max_group_(max_group) {
-  thread_ = std::thread([this] { Loop(); });
-}
+    : db_(std::move(db)), max_group_(max_group) {}
 
 GroupCommitter::~GroupCommitter() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  work_cv_.notify_all();
-  thread_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  stop_ = true;
 }
 
 core::BatchResult GroupCommitter::Execute(const core::Batch& batch) {
   Pending p;
   p.batch = &batch;
+  bool lead = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) {
@@ -37,10 +37,22 @@ core::BatchResult GroupCommitter::Execute(const core::Batch& batch) {
       return std::move(p.result);
     }
     queue_.push_back(&p);
-    if (queue_.size() == 1) work_cv_.notify_one();
+    if (!leading_) lead = leading_ = true;
   }
-  std::unique_lock<std::mutex> wait(p.mu);
-  p.cv.wait(wait, [&] { return p.done; });
+  if (!lead) {
+    Pending* next = nullptr;
+    {
+      std::unique_lock<std::mutex> wait(p.mu);
+      p.cv.wait(wait, [&] { return p.done || p.lead; });
+      next = p.wake_next;
+    }
+    if (p.done) {
+      // `next` is still waiting (nobody else sets its done), so it is alive.
+      if (next != nullptr) Wake(next);
+      return std::move(p.result);
+    }
+  }
+  Lead(&p);
   return std::move(p.result);
 }
 
@@ -54,37 +66,66 @@ size_t GroupCommitter::queued() const {
   return queue_.size();
 }
 
-void GroupCommitter::Loop() {
+void GroupCommitter::Wake(Pending* p) {
+  std::lock_guard<std::mutex> done(p->mu);
+  p->done = true;
+  p->cv.notify_one();  // under p->mu: p lives on its caller's stack until it sees done
+}
+
+void GroupCommitter::Lead(Pending* self) {
   std::vector<Pending*> group;
   std::vector<const core::Batch*> batches;
-  std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping and drained
     group.clear();
     batches.clear();
-    while (!queue_.empty() && group.size() < max_group_) {
-      group.push_back(queue_.front());
-      batches.push_back(queue_.front()->batch);
-      queue_.pop_front();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      while (!queue_.empty() && group.size() < max_group_) {
+        group.push_back(queue_.front());
+        batches.push_back(queue_.front()->batch);
+        queue_.pop_front();
+      }
+      stats_.in_flight = group.size();
     }
-    stats_.in_flight = group.size();
-    lock.unlock();
     std::vector<core::BatchResult> results = db_->ExecuteGroup(batches);
-    lock.lock();
-    stats_.in_flight = 0;
-    stats_.groups += 1;
-    stats_.batches += int64_t(group.size());
-    stats_.largest = std::max(stats_.largest, group.size());
-    lock.unlock();  // stats first: a caller that returns sees its group counted
+    Pending* next = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.in_flight = 0;
+      stats_.groups += 1;
+      stats_.batches += int64_t(group.size());
+      stats_.largest = std::max(stats_.largest, group.size());
+      if (queue_.empty()) {
+        leading_ = false;
+      } else {
+        next = queue_.front();
+      }
+    }
+    // The next group starts before this one's callers are woken. If the oldest queued caller is
+    // this thread's own (its batch did not fit into this group), keep leading.
+    if (next != nullptr && next != self) {
+      std::lock_guard<std::mutex> handover(next->mu);
+      next->lead = true;
+      next->cv.notify_one();
+    }
+    // Results go in while every other caller still waits (they read them only after done,
+    // set under their lock); then the first is woken and the wake-ups chain from there.
+    Pending* first = nullptr;
+    Pending* last = nullptr;
     for (size_t i = 0; i < group.size(); ++i) {
       Pending* p = group[i];
-      std::lock_guard<std::mutex> done(p->mu);
       p->result = std::move(results[i]);
-      p->done = true;
-      p->cv.notify_one();  // under p->mu: p lives on the caller's stack until it sees done
+      if (p == self) continue;
+      if (last != nullptr) {
+        last->wake_next = p;
+      } else {
+        first = p;
+      }
+      last = p;
     }
-    lock.lock();
+    self->done = self->done || std::find(group.begin(), group.end(), self) != group.end();
+    if (first != nullptr) Wake(first);
+    if (next != self) return;
   }
 }
 

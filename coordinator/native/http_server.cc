@@ -403,16 +403,21 @@ void HttpServer::Impl::Install() {
   svr.set_logger([](const httplib::Request& req, const httplib::Response& res) {
     if (req.method.empty()) return;  // no request was parsed (connection closed or garbage)
     std::string route = RouteLabel(req.method, req.path);
-    Json fields = {
-        {"method", req.method}, {"path", req.path}, {"route", route}, {"status", res.status}};
     std::string id = res.get_header_value("X-Request-Id");
+    double seconds = 0;
     if (!id.empty()) {
-      double seconds = std::chrono::duration<double>(SteadyClock::now() - t_request_start).count();
-      fields["request_id"] = id;
-      fields["latency_ms"] = seconds * 1000.0;
+      seconds = std::chrono::duration<double>(SteadyClock::now() - t_request_start).count();
       ProcessMetrics().ObserveRequest(route, req.method, res.status, seconds);
     }
-    Log(res.status >= 500 ? LogLevel::kWarn : LogLevel::kInfo, "request", fields);
+    const LogLevel level = res.status >= 500 ? LogLevel::kWarn : LogLevel::kInfo;
+    if (!LogEnabled(level)) return;  // no fields built for a line nobody reads
+    Json fields = {
+        {"method", req.method}, {"path", req.path}, {"route", route}, {"status", res.status}};
+    if (!id.empty()) {
+      fields["request_id"] = id;
+      fields["latency_ms"] = seconds * 1000.0;
+    }
+    Log(level, "request", fields);
   });
 }
 

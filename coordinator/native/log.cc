@@ -32,8 +32,12 @@ void SetLogLevel(LogLevel level) {
   g_min_level.store(int(level));
 }
 
+bool LogEnabled(LogLevel level) {
+  return int(level) >= g_min_level.load(std::memory_order_relaxed);
+}
+
 void Log(LogLevel level, const std::string& msg, const Json& fields) {
-  if (int(level) < g_min_level.load(std::memory_order_relaxed)) return;
+  if (!LogEnabled(level)) return;
   Json line = Json::object();
   line["ts"] = core::FormatTime(DefaultClock().NowMs());
   line["level"] = LevelName(level);

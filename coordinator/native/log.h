@@ -29,4 +29,7 @@ inline void LogError(const std::string& msg, const Json& fields = Json::object()
 // Lines below this level are dropped (default kInfo).
 void SetLogLevel(LogLevel level);
 
+// True when a line of this level would be written (to skip building fields for nothing).
+bool LogEnabled(LogLevel level);
+
 }  // namespace gleaner::native

@@ -32,6 +32,14 @@ struct SqliteExecutor::Impl {
     cache.emplace(sql, std::move(stmt));
     return ref;
   }
+
+  // Runs a transaction-control statement (BEGIN, SAVEPOINT, COMMIT, …) from the statement cache:
+  // no parse per call. Throws SQLiteCpp's exception on failure.
+  void Exec(const std::string& sql) {
+    SQLite::Statement& stmt = Prepare(sql);
+    stmt.exec();
+    stmt.tryReset();
+  }
 };
 
 SqliteExecutor::SqliteExecutor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -60,6 +68,12 @@ Result<std::unique_ptr<SqliteExecutor>> SqliteExecutor::Open(const SqliteOptions
     }
     impl->db.exec("PRAGMA synchronous=" + options.synchronous);
     impl->db.exec("PRAGMA foreign_keys=ON");
+    // Savepoint sub-journals (one SAVEPOINT per batch in a group) and sort scratch in memory,
+    // not in temp files.
+    impl->db.exec("PRAGMA temp_store=MEMORY");
+    if (options.cache_kib > 0) {
+      impl->db.exec("PRAGMA cache_size=-" + std::to_string(options.cache_kib));
+    }
     return std::unique_ptr<SqliteExecutor>(new SqliteExecutor(std::move(impl)));
   } catch (const std::exception& e) {
     return Status::Io("cannot open database " + options.path + ": " + e.what());
@@ -139,10 +153,10 @@ core::BatchResult SqliteExecutor::Execute(const core::Batch& batch) {
   core::BatchResult result;
   bool in_tx = false;
   try {
-    impl_->db.exec(ReadOnly(batch) ? "BEGIN" : "BEGIN IMMEDIATE");
+    impl_->Exec(ReadOnly(batch) ? "BEGIN" : "BEGIN IMMEDIATE");
     in_tx = true;
     RunBatch(*impl_, batch, &result);
-    impl_->db.exec("COMMIT");
+    impl_->Exec("COMMIT");
     in_tx = false;
   } catch (const SQLite::Exception& e) {
     result.status = StatusOfSqlite(e);
@@ -153,7 +167,7 @@ core::BatchResult SqliteExecutor::Execute(const core::Batch& batch) {
   }
   if (in_tx) {
     try {
-      impl_->db.exec("ROLLBACK");
+      impl_->Exec("ROLLBACK");
     } catch (...) {
       // The connection is in an unknown state; the next BEGIN reports it.
     }
@@ -167,24 +181,24 @@ std::vector<core::BatchResult> SqliteExecutor::ExecuteGroup(
   Status group;
   bool in_tx = false;
   try {
-    impl_->db.exec("BEGIN IMMEDIATE");
+    impl_->Exec("BEGIN IMMEDIATE");
     in_tx = true;
     for (size_t i = 0; i < batches.size(); ++i) {
-      impl_->db.exec("SAVEPOINT b");
+      impl_->Exec("SAVEPOINT b");
       try {
         RunBatch(*impl_, *batches[i], &results[i]);
       } catch (const SQLite::Exception& e) {
         results[i].status = StatusOfSqlite(e);
         results[i].results.clear();
-        impl_->db.exec("ROLLBACK TO b");
+        impl_->Exec("ROLLBACK TO b");
       } catch (const std::exception& e) {
         results[i].status = Status::Internal(e.what());
         results[i].results.clear();
-        impl_->db.exec("ROLLBACK TO b");
+        impl_->Exec("ROLLBACK TO b");
       }
-      impl_->db.exec("RELEASE b");
+      impl_->Exec("RELEASE b");
     }
-    impl_->db.exec("COMMIT");
+    impl_->Exec("COMMIT");
     in_tx = false;
   } catch (const SQLite::Exception& e) {
     group = StatusOfSqlite(e);
@@ -193,7 +207,7 @@ std::vector<core::BatchResult> SqliteExecutor::ExecuteGroup(
   }
   if (in_tx) {
     try {
-      impl_->db.exec("ROLLBACK");
+      impl_->Exec("ROLLBACK");
     } catch (...) {
     }
   }

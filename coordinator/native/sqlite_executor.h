@@ -21,6 +21,7 @@ struct SqliteOptions {
   int busy_timeout_ms = 10000;
   std::string synchronous = "FULL";  // FULL (durable) or NORMAL
   bool group_commit = true;          // PlanRunner: writes share commits (ignored for :memory:)
+  int cache_kib = 0;                 // page cache of the connection; 0: SQLite's default (2 MiB)
 };
 
 class SqliteExecutor : public core::SqlExecutor {
