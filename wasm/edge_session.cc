@@ -83,6 +83,14 @@ std::string EdgeSession::Start(const std::string& op_json) {
     if (!f.ok()) return DoneWith(Status::Internal(f.status().message()));
     return Step(coordinator_->BlobStoredPlan(key, size, sha256, now_ms));
   }
+  if (op == "blob_place") {
+    // An empty sha256 asks whether key holds any committed object (409) at all.
+    std::string key, sha256;
+    f.String("key", &key, true, 4096);
+    f.String("sha256", &sha256, false, 64);
+    if (!f.ok()) return DoneWith(Status::Internal(f.status().message()));
+    return Step(coordinator_->BlobPlacePlan(key, sha256));
+  }
   return DoneWith(Status::Internal("unknown op " + op));
 }
 

@@ -34,6 +34,7 @@ class EdgeSession {
   //   {"op":"bootstrap", "token": T, "now_ms": N}
   //   {"op":"maintenance", "now_ms": N}
   //   {"op":"blob_stored", "key": K, "size": S, "sha256": H, "now_ms": N}
+  //   {"op":"blob_place", "key": K, "sha256": H or "", "now_ms": N}  (Coordinator::BlobPlacePlan)
   std::string Start(const std::string& op_json);
 
   // Feeds the result of the handle's batch (wire result JSON) and returns the next step.

@@ -284,6 +284,9 @@ async function handleApi(core, env, ctx, request, url, path, config) {
 }
 
 // Streams a PUT body into R2 while hashing it (DigestStream), then records it in the core.
+// A key that holds a committed checkpoint or output is never written: the body is only hashed,
+// and the core answers 409 unless it is the committed bytes again (R2 has no rename, so the
+// native shell's "finish, ask, then place" becomes "ask, then hash without storing").
 async function putBlob(core, env, request, grant) {
   const length = Number(request.headers.get("content-length") ?? NaN);
   if (!Number.isSafeInteger(length) || length < 0) {
@@ -292,6 +295,9 @@ async function putBlob(core, env, request, grant) {
   if (grant.max_size >= 0 && length > grant.max_size) {
     return errorResponse(413, "too_large", `body exceeds the URL's limit of ${grant.max_size} bytes`);
   }
+  const committed = await drive(core, env.DB, core.start({ op: "blob_place", key: grant.key, sha256: "", now_ms: Date.now() }));
+  if (committed.response.status === 409) return putOverCommitted(core, env, request, grant, length);
+  if (committed.response.status !== 204) return toResponse(committed.response);
   const digest = new crypto.DigestStream("SHA-256");
   const sized = new FixedLengthStream(length);
   const [toStore, toHash] = (request.body ?? new Blob([]).stream()).tee();
@@ -316,6 +322,37 @@ async function putBlob(core, env, request, grant) {
     core,
     env.DB,
     core.start({ op: "blob_stored", key: grant.key, size: object.size, sha256, now_ms: Date.now() }),
+  );
+  return toResponse(done.response);
+}
+
+// The body for a key that holds a committed object: hashed, never stored. The same bytes again
+// (an idempotent retry) answer as a stored upload would; other bytes get the core's 409.
+async function putOverCommitted(core, env, request, grant, length) {
+  const digest = new crypto.DigestStream("SHA-256");
+  const sized = new FixedLengthStream(length);
+  try {
+    await Promise.all([
+      (request.body ?? new Blob([]).stream()).pipeTo(sized.writable),
+      sized.readable.pipeTo(digest),
+    ]);
+  } catch (e) {
+    return errorResponse(400, "bad_request", `upload failed: ${e?.message ?? e}`);
+  }
+  const sha256 = hex(await digest.digest);
+  if (grant.sha256 && grant.sha256 !== sha256) {
+    return errorResponse(
+      400,
+      "bad_request",
+      `sha256 mismatch: body hashes to ${sha256}, URL expects ${grant.sha256}`,
+    );
+  }
+  const place = await drive(core, env.DB, core.start({ op: "blob_place", key: grant.key, sha256, now_ms: Date.now() }));
+  if (place.response.status !== 204) return toResponse(place.response);
+  const done = await drive(
+    core,
+    env.DB,
+    core.start({ op: "blob_stored", key: grant.key, size: length, sha256, now_ms: Date.now() }),
   );
   return toResponse(done.response);
 }

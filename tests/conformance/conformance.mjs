@@ -329,6 +329,11 @@ test("checkpoints: upload, commit, stale commits refused, resume handed to the n
       await call("POST", `/v1/jobs/${job.id}/checkpoints/10/commit`, { token: node.token, body: { epoch, sha256: sha256(data), size: data.length } }),
     );
     assert.equal(c.step, 10);
+    // The PUT URL is still valid, but a committed checkpoint is never replaced by other bytes;
+    // the same bytes again (a late retry) are fine.
+    expectError(await putBlob(up.url, randomBytes(3000)), 409, "conflict");
+    const retry = await putBlob(up.url, data);
+    assert.ok(retry.status >= 200 && retry.status < 300, `PUT ${retry.status}: ${retry.text}`);
     expectError(await call("POST", `/v1/jobs/${job.id}/checkpoints`, { token: node.token, body: { epoch, step: 5 } }), 409);
     const got = expectOk(await call("GET", `/v1/jobs/${job.id}`, { token: await dev.token() }));
     assert.equal(got.latest_checkpoint.step, 10);
@@ -368,6 +373,7 @@ test("complete: outputs uploaded, result URLs download the same bytes, later wri
         body: { epoch: lease.epoch, outputs: [{ name: "lora.safetensors", sha256: sha256(bytes), size: bytes.length }] },
       }),
     );
+    expectError(await putBlob(out.url, randomBytes(1500)), 409, "conflict");
     const res = expectOk(await call("GET", `/v1/jobs/${job.id}/result`, { token: await dev.token() }));
     assert.equal(res.outputs.length, 1);
     const dl = await fetch(res.outputs[0].url);
