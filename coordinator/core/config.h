@@ -5,12 +5,14 @@
 #include <cstdint>
 #include <string>
 
+#include "coordinator/core/rate_limit.h"
 #include "shared/status.h"
 
 namespace gleaner::core {
 
 struct S3Config {
-  std::string endpoint;   // "http://127.0.0.1:4568" or "https://s3.us-east-1.amazonaws.com"; "" = off
+  std::string
+      endpoint;  // "http://127.0.0.1:4568" or "https://s3.us-east-1.amazonaws.com"; "" = off
   std::string bucket;
   std::string region = "us-east-1";
   std::string access_key_id;
@@ -21,24 +23,34 @@ struct S3Config {
 
 struct CoreConfig {
   double heartbeat_interval_s = 30;
-  double stall_after_s = 60;           // default 2 x heartbeat interval
-  int keep_checkpoints = 3;            // newest N committed checkpoints kept per job
+  double stall_after_s = 60;  // default 2 x heartbeat interval
+  int keep_checkpoints = 3;   // newest N committed checkpoints kept per job
   int default_max_failures = 3;
-  int quarantine_failures = 3;         // failed jobs within the window quarantine a node
+  int quarantine_failures = 3;  // failed jobs within the window quarantine a node
   double quarantine_window_s = 3600;
   int autoscale_min = 0;
   int autoscale_max = 40;
   double autoscale_idle_window_s = 600;  // nodes that completed a job this recently stay warm
-  double retry_after_s = 5;            // Retry-After on 204 from /v1/work
+  double retry_after_s = 5;              // Retry-After on 204 from /v1/work
 
   std::string public_url = "http://127.0.0.1:8080";  // base of built-in blob URLs
-  std::string blob_signing_key;                       // HMAC key for blob URLs (required)
+  std::string blob_signing_key;                      // HMAC key for blob URLs (required)
   double blob_url_ttl_s = 900;
-  int64_t max_request_body = 1 << 20;                 // JSON bodies
-  int64_t max_upload_bytes = int64_t(64) << 30;       // developer uploads
+  int64_t max_request_body = 1 << 20;            // JSON bodies
+  int64_t max_upload_bytes = int64_t(64) << 30;  // developer uploads
   int64_t max_checkpoint_bytes = int64_t(16) << 30;
   int64_t max_output_bytes = int64_t(16) << 30;
   S3Config s3;
+
+  // Per-caller request rates by role, checked after authentication (rate_limit.h): each API key
+  // and each node has its own bucket. A node heartbeats every heartbeat_interval_s and polls
+  // /v1/work every retry_after_s; the node default is many times that.
+  RateLimit developer_rate{10, 100};
+  RateLimit node_rate{2, 60};
+  RateLimit operator_rate{100, 1000};
+  RateLimit enroll_rate{10, 500};
+  int64_t max_active_jobs = 100;      // pending + running jobs per developer key; 0 = no limit
+  int64_t max_spec_bytes = 64 << 10;  // stored job spec (JSON text) of POST /v1/jobs
 
   Status Validate() const;
 };
