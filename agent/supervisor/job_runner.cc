@@ -160,8 +160,11 @@ void Run::HeartbeatLoop() {
       has_loss = has_loss_;
     }
     const Clock::time_point asked_at = Clock::now();
-    // The reply is useless once the lease has run out: wait no longer than that.
-    const int timeout_ms = int(std::clamp(LeaseSecondsLeft() * 1000, 200.0, 30000.0));
+    // Never wait for a reply past the lease's end, and leave time for a retry when the
+    // lease allows it (a call stuck on a dead connection must not use up the whole lease).
+    const double left = LeaseSecondsLeft();
+    const int timeout_ms = int(
+        1000 * std::clamp(std::min(left, std::max(1.0, std::min(interval, left / 2))), 0.1, 30.0));
     Result<HeartbeatReply> r =
         api_->Heartbeat(job_.job_id, job_.epoch, step_, loss, has_loss, timeout_ms);
     if (finishing_) return;

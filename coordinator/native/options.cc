@@ -60,12 +60,12 @@ Status SetListen(ServeOptions* o, const std::string& v) {
     o->field = type(i);                                              \
     return Status::Ok();                                             \
   }
-#define RATE(field)                                                  \
-  [](ServeOptions* o, const std::string& s, double, int64_t, bool) { \
-    Result<core::RateLimit> r = core::ParseRateLimit(s);             \
-    if (!r.ok()) return r.status();                                  \
-    o->field = *r;                                                   \
-    return Status::Ok();                                             \
+#define RATE(field, name)                                                                 \
+  [](ServeOptions* o, const std::string& s, double, int64_t, bool) {                      \
+    Result<core::RateLimit> r = core::ParseRateLimit(s);                                  \
+    if (!r.ok()) return Status::Invalid(std::string(name) + ": " + r.status().message()); \
+    o->field = *r;                                                                        \
+    return Status::Ok();                                                                  \
   }
 #define BOOL(expr)                                                   \
   [](ServeOptions* o, const std::string&, double, int64_t, bool b) { \
@@ -124,15 +124,17 @@ const std::vector<Spec>& Specs() {
       {"max-output-bytes", Kind::kInt, "largest result file, bytes (16 GiB)",
        INT(core.max_output_bytes, int64_t)},
       {"developer-rate-limit", Kind::kString,
-       "requests per second : burst per developer key, or off (10:100)", RATE(core.developer_rate)},
+       "requests per second : burst per developer key, or off (10:100)",
+       RATE(core.developer_rate, "developer-rate-limit")},
       {"node-rate-limit", Kind::kString,
        "requests per second : burst per node (agents' heartbeats, work polls) (2:60)",
-       RATE(core.node_rate)},
+       RATE(core.node_rate, "node-rate-limit")},
       {"operator-rate-limit", Kind::kString,
-       "requests per second : burst per operator key (100:1000)", RATE(core.operator_rate)},
+       "requests per second : burst per operator key (100:1000)",
+       RATE(core.operator_rate, "operator-rate-limit")},
       {"enroll-rate-limit", Kind::kString,
        "requests per second : burst per enroll key (node registrations) (10:500)",
-       RATE(core.enroll_rate)},
+       RATE(core.enroll_rate, "enroll-rate-limit")},
       {"max-active-jobs", Kind::kInt,
        "pending + running jobs a developer key may hold; 0 = no limit (100)",
        INT(core.max_active_jobs, int64_t)},
