@@ -103,7 +103,7 @@ class Run {
   std::deque<std::string> stderr_tail_;
   std::string error_reason_;
   ChildProcess* child_ = nullptr;
-  std::atomic<bool> lost_{false}, canceled_{false}, expired_{false};
+  std::atomic<bool> lost_{false}, canceled_{false};
   std::atomic<Clock::rep> lease_deadline_{0};
   // Set before the final complete/fail/release call: a 409 from a heartbeat racing it is the
   // coordinator having accepted that call, not a lost lease.
@@ -135,7 +135,6 @@ void Run::ExtendLease(Clock::time_point asked_at, double ttl_s) {
 
 void Run::ExpireLease() {
   if (lost_.exchange(true)) return;
-  expired_ = true;
   Log("job %s: no heartbeat accepted in time and the lease is about to expire: lease lost, "
       "stopping the trainer",
       job_.job_id.c_str());
@@ -147,7 +146,13 @@ void Run::HeartbeatLoop() {
       config_.heartbeat_override_s > 0 ? config_.heartbeat_override_s : job_.heartbeat_interval_s;
   // After a failed heartbeat, retry soon: the lease is only ttl long.
   const double retry = std::min(1.0, interval / 4);
-  double wait = interval;
+  // The usual cadence (billing counts heartbeats x interval), unless an interval that does not
+  // fit the lease (--heartbeat-interval) would let it run out first.
+  auto cadence = [&] {
+    const double left = LeaseSecondsLeft();
+    return interval <= left * 0.75 ? interval : std::max(0.0, left / 2);
+  };
+  double wait = cadence();
   while (true) {
     if (hb_stop_.WaitFor(std::max(0.0, std::min(wait, LeaseSecondsLeft())))) return;
     if (finishing_) return;
@@ -187,7 +192,8 @@ void Run::HeartbeatLoop() {
       return;
     }
     ExtendLease(asked_at, r->ttl_s > 0 ? r->ttl_s : DefaultTtl());
-    wait = std::max(0.0, interval - std::chrono::duration<double>(Clock::now() - asked_at).count());
+    wait =
+        std::max(0.0, cadence() - std::chrono::duration<double>(Clock::now() - asked_at).count());
   }
 }
 

@@ -1,6 +1,9 @@
 // Rate limits (token buckets with an injected clock), jobs per developer and spec size limits.
 #include "coordinator/core/rate_limit.h"
 
+#include <map>
+
+#include "coordinator/core/router.h"
 #include "tests/unit/core/test_env.h"
 
 using namespace gleaner;
@@ -213,4 +216,60 @@ TEST_CASE("job specs over max_spec_bytes are refused with 413", "[ratelimit]") {
   Resp small = env.Post("/v1/jobs", dev, body(100));
   CHECK(small.status == 400);
   CHECK(env.Scalar("SELECT COUNT(*) FROM jobs") == 0);
+}
+
+namespace {
+
+// Lets everything through until told to refuse; records the bucket keys it was asked for.
+struct SwitchLimiter : core::RateLimiter {
+  bool refuse = false;
+  std::vector<std::string> keys;
+  core::RateDecision Take(const std::string& key, const RateLimit&, int64_t) override {
+    keys.push_back(key);
+    return refuse ? core::RateDecision{false, 0.2} : core::RateDecision{};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("every authenticated route answers 429 when the caller's bucket is empty",
+          "[ratelimit]") {
+  SwitchLimiter limiter;
+  TestEnv env(TestConfig(), &limiter);
+  std::string dev = env.Developer();
+  NodeRef node = env.Node("m1");
+  std::string enroll = env.Key("enroll");
+  const std::map<unsigned, std::string> token_of = {{core::kRoleDeveloper, dev},
+                                                    {core::kRoleNode, node.token},
+                                                    {core::kRoleOperator, env.operator_token},
+                                                    {core::kRoleEnroll, enroll}};
+  env.Get("/v1/jobs", dev);
+  CHECK(limiter.keys.back().rfind("developer:k_", 0) == 0);  // one bucket per key id
+  limiter.refuse = true;
+  std::string before = env.Snapshot();
+  int checked = 0;
+  for (const core::RouteInfo& route : core::Routes()) {
+    if (route.roles == 0) continue;
+    std::string path = route.pattern;
+    for (const char* param : {"{id}", "{step}"}) {
+      size_t at = path.find(param);
+      if (at != std::string::npos) path.replace(at, std::string(param).size(), "1");
+    }
+    for (const auto& [role, token] : token_of) {
+      if ((route.roles & role) == 0) continue;
+      Resp r = env.Raw(route.method, path, token, route.json_body ? "{}" : "");
+      INFO(route.method << " " << path << " as role " << role << ": " << r.body);
+      CHECK(r.status == 429);
+      CHECK(r.ErrorCode() == "rate_limited");
+      CHECK(r.Header("Retry-After") == "1");
+      ++checked;
+    }
+  }
+  CHECK(checked >= int(core::Routes().size()) - 1);
+  CHECK(env.Snapshot() == before);
+  // Public routes and bad tokens never reach the limiter.
+  limiter.keys.clear();
+  CHECK(env.Get("/healthz", "").status == 200);
+  CHECK(env.Get("/v1/jobs", "glt_unknown").status == 401);
+  CHECK(limiter.keys.empty());
 }
