@@ -10,6 +10,7 @@ packages=(
   libcpp-httplib-dev libsqlitecpp-dev libsqlite3-dev sqlite3 libssl-dev openssl
   libcurl4-openssl-dev nlohmann-json3-dev catch2 libtorch-dev
   nodejs npm jq bsdextrautils
+  systemd
   chromium
 )
 missing=()

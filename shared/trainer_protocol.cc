@@ -86,23 +86,25 @@ std::string FormatDouble(double v) {
 std::string FormatProgressEvent(const ProgressEvent& e) {
   switch (e.type) {
     case ProgressEvent::Type::kProgress: {
-      std::string s = "gleaner progress step=" + std::to_string(e.step) +
-                      " steps=" + std::to_string(e.steps);
+      std::string s =
+          "gleaner progress step=" + std::to_string(e.step) + " steps=" + std::to_string(e.steps);
       if (e.has_loss) s += " loss=" + FormatDouble(e.loss);
       s += " samples_per_s=" + FormatDouble(e.samples_per_s);
       return s;
     }
     case ProgressEvent::Type::kCheckpoint:
       return "gleaner checkpoint step=" + std::to_string(e.step) + " dir=" + PercentEncode(e.dir);
-    case ProgressEvent::Type::kDone: return "gleaner done step=" + std::to_string(e.step);
-    case ProgressEvent::Type::kError: return "gleaner error reason=" + PercentEncode(e.reason);
+    case ProgressEvent::Type::kDone:
+      return "gleaner done step=" + std::to_string(e.step);
+    case ProgressEvent::Type::kError:
+      return "gleaner error reason=" + PercentEncode(e.reason.substr(0, kMaxEventText));
   }
   return "";
 }
 
 Result<ProgressEvent> ParseProgressEvent(const std::string& line) {
   if (line.rfind("gleaner ", 0) != 0) return Status::NotFound("not a progress line");
-  if (line.size() > 8192) return Status::Invalid("progress line too long");
+  if (line.size() > kMaxProgressLine) return Status::Invalid("progress line too long");
   std::vector<std::string> words;
   size_t pos = 8;
   while (pos < line.size()) {
@@ -143,8 +145,10 @@ Result<ProgressEvent> ParseProgressEvent(const std::string& line) {
       ok = ParseDouble(v, &e.samples_per_s);
     } else if (k == "dir") {
       e.dir = PercentDecode(v);
+      if (e.dir.size() > kMaxEventText) return Status::Invalid("checkpoint dir too long");
     } else if (k == "reason") {
       e.reason = PercentDecode(v);
+      if (e.reason.size() > kMaxEventText) e.reason.resize(kMaxEventText);
     }  // unknown keys are ignored: newer trainers may say more
     if (!ok) return Status::Invalid("bad value for progress field '" + k.substr(0, 32) + "'");
   }
@@ -162,8 +166,12 @@ std::string ManifestToJson(const CheckpointManifest& m) {
   for (const ManifestFile& f : m.files) {
     files.push_back({{"name", f.name}, {"size", f.size}, {"sha256", f.sha256}});
   }
-  Json j = {{"format", kManifestFormat}, {"version", kManifestVersion}, {"kind", m.kind},
-            {"job_id", m.job_id},        {"step", m.step},                {"files", files},
+  Json j = {{"format", kManifestFormat},
+            {"version", kManifestVersion},
+            {"kind", m.kind},
+            {"job_id", m.job_id},
+            {"step", m.step},
+            {"files", files},
             {"meta", m.meta}};
   return DumpJson(j);
 }
@@ -183,8 +191,8 @@ Result<CheckpointManifest> ParseManifest(const std::string& text) {
   r.String("job_id", &m.job_id, false, 128);
   r.Int("step", &m.step, true, 0, int64_t(1) << 40);
   if (!r.ok()) return Status::Corruption(r.status().message());
-  if (format != kManifestFormat) return Status::Corruption("manifest.format is not " +
-                                                           std::string(kManifestFormat));
+  if (format != kManifestFormat)
+    return Status::Corruption("manifest.format is not " + std::string(kManifestFormat));
   if (version != kManifestVersion) {
     return Status::Corruption("manifest.version " + std::to_string(version) + " is not supported");
   }
@@ -205,10 +213,11 @@ Result<CheckpointManifest> ParseManifest(const std::string& text) {
         mf.name == kManifestName || mf.name.find('\0') != std::string::npos) {
       return Status::Corruption("manifest file name '" + mf.name + "' is not allowed");
     }
-    if (!IsSha256Hex(mf.sha256)) return Status::Corruption("manifest sha256 of " + mf.name +
-                                                           " is not 64 lowercase hex digits");
-    if (!seen.insert(mf.name).second) return Status::Corruption("manifest lists " + mf.name +
-                                                                " twice");
+    if (!IsSha256Hex(mf.sha256))
+      return Status::Corruption("manifest sha256 of " + mf.name +
+                                " is not 64 lowercase hex digits");
+    if (!seen.insert(mf.name).second)
+      return Status::Corruption("manifest lists " + mf.name + " twice");
     m.files.push_back(std::move(mf));
   }
   auto meta_it = j.find("meta");

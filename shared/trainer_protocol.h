@@ -43,13 +43,21 @@ struct ProgressEvent {
   Type type = Type::kProgress;
   int64_t step = 0;
   int64_t steps = 0;
-  double loss = 0;         // NaN when absent
+  double loss = 0;  // NaN when absent
   bool has_loss = false;
   double samples_per_s = 0;
-  std::string dir;         // kCheckpoint
-  std::string reason;      // kError, decoded
+  std::string dir;     // kCheckpoint
+  std::string reason;  // kError, decoded
 };
 
+// Limits: a line is at most kMaxProgressLine bytes; a decoded reason is cut to kMaxEventText
+// bytes and a longer decoded dir is rejected, so every parsed event formats back to a line
+// within the limit (percent-encoding can triple a text's size).
+constexpr size_t kMaxProgressLine = 8192;
+constexpr size_t kMaxEventText = 2048;
+
+// Formats one line. A reason longer than kMaxEventText is cut to it; a dir longer than that
+// gives a line the parser rejects (checkpoint directories are short paths).
 std::string FormatProgressEvent(const ProgressEvent& e);
 // Parses one line (without the newline). Lines not starting with "gleaner " are not events:
 // NotFound. Malformed events: InvalidArgument. Never crashes on any input.

@@ -1,11 +1,17 @@
 #include "agent/supervisor/agent.h"
 
+#include <cstdlib>
+
 #include "agent/supervisor/api.h"
 #include "agent/supervisor/backoff.h"
 #include "agent/supervisor/cache.h"
+#include "agent/supervisor/control_socket.h"
+#include "agent/supervisor/deletion_cost.h"
 #include "agent/supervisor/gpu.h"
 #include "agent/supervisor/log.h"
+#include "agent/supervisor/owner_gate.h"
 #include "agent/supervisor/state.h"
+#include "agent/train/common/files.h"
 
 namespace gleaner::agent {
 namespace {
@@ -13,13 +19,22 @@ namespace {
 // Loads the stored identity or registers (retrying transient errors); force: register anew.
 Result<Identity> EnsureIdentity(const AgentConfig& config, CoordinatorApi* api, StateDir* state,
                                 const ShutdownState* sd, bool force) {
+  GpuInfo gpu = DetectGpu(config.owner.gpus);
+  gpu.vram_mb = AdvertisedVramMb(gpu.vram_mb, config.owner.max_vram_mb);
   Result<std::optional<Identity>> stored = state->LoadIdentity();
   if (force) {
   } else if (!stored.ok()) {
     Log("state: %s; registering again", stored.status().ToString().c_str());
   } else if (stored->has_value() && (*stored)->coordinator == config.coordinator &&
              (config.machine_id.empty() || (*stored)->machine_id == config.machine_id)) {
-    return **stored;
+    // The advertised GPU (owner's selection and VRAM ceiling) changed: register it anew.
+    bool same = (*stored)->vram_mb == gpu.vram_mb && (*stored)->gpu_name == gpu.name;
+    if (same || config.enroll_token.empty()) {
+      if (!same) Log("GPU or VRAM ceiling changed: needs --enroll-token to register it again");
+      return **stored;
+    }
+    Log("GPU or VRAM ceiling changed (%s, %lld MiB): registering again", gpu.name.c_str(),
+        static_cast<long long>(gpu.vram_mb));
   }
   Identity id;
   id.coordinator = config.coordinator;
@@ -28,11 +43,12 @@ Result<Identity> EnsureIdentity(const AgentConfig& config, CoordinatorApi* api, 
   if (config.enroll_token.empty()) {
     return Status::Invalid("not registered yet and no --enroll-token given");
   }
-  GpuInfo gpu = DetectGpu();
+  id.gpu_name = gpu.name;
+  id.vram_mb = gpu.vram_mb;
   Backoff backoff(0.5, 30);
   for (;;) {
     Result<CoordinatorApi::Registration> r =
-        api->Register(config.enroll_token, id.machine_id, gpu.name, gpu.vram_mb, kAgentVersion);
+        api->Register(config.enroll_token, id.machine_id, gpu.name, gpu.vram_mb, config.version);
     if (r.ok()) {
       id.node_id = r->node_id;
       id.token = r->token;
@@ -52,13 +68,31 @@ Result<Identity> EnsureIdentity(const AgentConfig& config, CoordinatorApi* api, 
 
 }  // namespace
 
-int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* sd) {
+int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* sd,
+             const BetweenJobs& between_jobs) {
   StateDir state(config.state_dir);
   Status s = state.Init();
   if (!s.ok()) {
     Log("state dir: %s", s.ToString().c_str());
     return 1;
   }
+  // Owner controls: the trainer sees only the selected GPUs (indices in PCI bus order, as NVML
+  // and nvidia-smi number them); the control socket serves status / pause / resume.
+  if (!config.owner.gpus.empty()) {
+    setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
+    setenv("CUDA_VISIBLE_DEVICES", CudaVisibleDevices(config.owner.gpus).c_str(), 1);
+  }
+  s = sd->board.AttachLifetime(files::Join(state.dir(), "lifetime.json"));
+  if (!s.ok()) Log("lifetime counters: %s (starting from zero)", s.ToString().c_str());
+  OwnerGate gate(config.owner, MakeSystemReadings(), files::Join(state.dir(), "owner.json"),
+                 &sd->board, &sd->hand_back, config.shutdown_deadline_s);
+  s = gate.Start();
+  if (!s.ok()) Log("owner.json: %s (not paused)", s.ToString().c_str());
+  ControlServer control;
+  s = control.Start(files::Join(state.dir(), kControlSocketName),
+                    [&gate](const std::string& cmd) { return gate.HandleCommand(cmd); });
+  if (!s.ok()) Log("control socket: %s (status/pause/resume unavailable)", s.ToString().c_str());
+
   CoordinatorApi api(http, config.coordinator);
   Result<Identity> id = EnsureIdentity(config, &api, &state, sd, /*force=*/false);
   if (!id.ok()) {
@@ -67,13 +101,22 @@ int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* sd) {
     return 1;
   }
   api.SetToken(id->token);
+  sd->board.SetNode(id->node_id);
   RecoverPendingJob(&api, &state, sd);
   BlobCache cache(state.CacheDir(), config.cache_max_mb * 1024 * 1024);
+  DeletionCost deletion_cost(DeletionCostFromEnv(), http);  // SaladCloud: spare busy instances
 
   Backoff errors(0.5, std::min(30.0, config.idle_poll_max_s));
-  bool reregistered = false;
+  bool reregistered = false, after_job = false;
   while (!sd->stop.requested()) {
+    // Wait while the owner controls say no; then forget hand-back requests made while waiting
+    // (one made after the check below hands the next job back at once).
+    if (!gate.WaitAllowed(sd->stop)) break;
+    sd->hand_back.Clear();
+    if (!gate.decision().allowed) continue;
     double retry_after = 0;
+    if (between_jobs) between_jobs(&api, after_job);
+    after_job = false;
     Result<std::optional<Assignment>> work = api.Work(&retry_after);
     if (!work.ok()) {
       if (work.status().code() == Code::kUnauthenticated && !reregistered) {
@@ -97,9 +140,14 @@ int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* sd) {
       sd->stop.WaitFor(std::min(d, config.idle_poll_max_s));
       continue;
     }
+    deletion_cost.SetBusy(true);
     JobOutcome o = RunJob(config, &api, &state, &cache, **work, sd);
+    deletion_cost.SetBusy(false);
     Log("job %s: %s", (*work)->job_id.c_str(), JobOutcomeName(o));
+    // A hand-back that could not finish in time: finish it before taking other work.
+    if (o == JobOutcome::kAbandoned && !sd->stop.requested()) RecoverPendingJob(&api, &state, sd);
     if (config.once) break;
+    after_job = true;
   }
   Log("stopped");
   return 0;

@@ -4,13 +4,21 @@
 // config.once, after one job.
 #pragma once
 
+#include <functional>
+
+#include "agent/supervisor/api.h"
 #include "agent/supervisor/config.h"
 #include "agent/supervisor/http_client.h"
 #include "agent/supervisor/job_runner.h"
 
 namespace gleaner::agent {
 
+// Called between jobs, never mid-job: before each work request (after_job: a job has just
+// ended). The self-updater checks for releases here.
+using BetweenJobs = std::function<void(CoordinatorApi* api, bool after_job)>;
+
 // Returns the process exit code.
-int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* shutdown);
+int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* shutdown,
+             const BetweenJobs& between_jobs = nullptr);
 
 }  // namespace gleaner::agent

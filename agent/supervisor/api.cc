@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 
+#include "shared/release_manifest.h"
+
 namespace gleaner::agent {
 
 Status StatusFromHttp(int status, const std::string& body) {
@@ -57,6 +59,25 @@ Result<Json> CoordinatorApi::Call(const std::string& method, const std::string& 
   Result<Json> j = ParseJson(resp->body);
   if (!j.ok()) return Status::Unavailable("coordinator sent invalid JSON for " + path);
   return j;
+}
+
+Result<std::optional<std::string>> CoordinatorApi::AgentRelease(const std::string& platform,
+                                                                const std::string& channel) {
+  // Both names are [a-z0-9_-] (shared/release_manifest.h): no escaping needed.
+  if (!release::IsValidPlatform(platform) || !release::IsValidChannel(channel)) {
+    return Status::Invalid("bad platform or channel name");
+  }
+  Result<Json> j =
+      Call("GET", "/v1/agent/release?platform=" + platform + "&channel=" + channel, Json());
+  if (!j.ok()) {
+    if (j.status().code() == Code::kNotFound) return std::optional<std::string>();
+    return j.status();
+  }
+  auto r = j->find("release");
+  if (r == j->end() || !r->is_object()) {
+    return Status::Unavailable("coordinator sent a release without an envelope");
+  }
+  return std::optional<std::string>(DumpJson(*r));
 }
 
 Result<CoordinatorApi::Registration> CoordinatorApi::Register(const std::string& enroll_token,

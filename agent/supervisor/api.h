@@ -77,6 +77,11 @@ class CoordinatorApi {
   Status Fail(const std::string& job, int64_t epoch, const std::string& reason);
   Status Release(const std::string& job, int64_t epoch, const std::string& reason);
 
+  // GET /v1/agent/release: the signed release envelope (JSON text) for platform/channel, or
+  // nullopt when none is published (404).
+  Result<std::optional<std::string>> AgentRelease(const std::string& platform,
+                                                  const std::string& channel);
+
   // Object transfers to/from presigned URLs (no bearer token is sent to storage).
   Status PutFile(const std::string& url, const std::string& path);
   Status GetFile(const std::string& url, const std::string& path);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "agent/train/common/files.h"
+#include "shared/release_manifest.h"
 
 namespace gleaner::agent {
 namespace {
@@ -31,10 +32,16 @@ const char* const kKeys[] = {"coordinator",
                              "max-poll-interval",
                              "config",
                              "ca-file",
+                             "release-keys",
+                             "release-channel",
+                             "update-interval",
                              nullptr};
 
 bool Known(const std::string& k) {
   for (const char* const* p = kKeys; *p != nullptr; ++p) {
+    if (k == *p) return true;
+  }
+  for (const char* const* p = kOwnerConfigKeys; *p != nullptr; ++p) {
     if (k == *p) return true;
   }
   return false;
@@ -69,21 +76,56 @@ const char* AgentUsage() {
   return "usage: gleaner-agent --coordinator URL --enroll-token TOKEN --state-dir DIR\n"
          "  [--config FILE] [--machine-id ID] [--trainer PATH] [--heartbeat-interval S]\n"
          "  [--shutdown-deadline S (20)] [--cache-max-mb N (20480)] [--keep-checkpoints N (3)]\n"
+         "  [--release-keys FILE] [--release-channel NAME (stable)] [--update-interval S (3600)]\n"
+         "  [--self-test (check this binary: reach the coordinator, run a tiny job; exit 0)]\n"
          "  [--max-poll-interval S (60)] [--ca-file PEM] [--once]\n"
+         "owner controls: [--gpus 0,1|GPU-UUID] [--max-vram-mb N]\n"
+         "  [--work-hours 'Mon-Fri 22:00-07:00'] [--pause-programs a,b] [--max-gpu-temp C]\n"
+         "  [--idle-minutes N] [--owner-check-interval S (5)]\n"
+         "control: gleaner-agent status|pause|resume [--state-dir DIR] [--config FILE] [--json]\n"
          "HTTPS certificates are always verified: against the system CAs, or only the CAs in\n"
          "--ca-file.\n"
          "env: GLEANER_COORDINATOR, GLEANER_ENROLL_TOKEN, GLEANER_STATE_DIR, GLEANER_MACHINE_ID,\n"
          "     GLEANER_CA_FILE, SALAD_MACHINE_ID\n";
 }
 
+Result<std::map<std::string, std::string>> ReadConfigFile(const std::string& path) {
+  std::map<std::string, std::string> values;
+  Result<std::string> text = files::ReadAll(path, 1 << 20);
+  if (!text.ok()) return Status::Invalid("config: " + text.status().message());
+  size_t pos = 0;
+  int line_no = 0;
+  while (pos <= text->size()) {
+    size_t nl = text->find('\n', pos);
+    if (nl == std::string::npos) nl = text->size();
+    std::string line = Trim(text->substr(pos, nl - pos));
+    pos = nl + 1;
+    ++line_no;
+    if (line.empty() || line[0] == '#') continue;
+    size_t eq = line.find('=');
+    std::string key = eq == std::string::npos ? line : Trim(line.substr(0, eq));
+    if (eq == std::string::npos || !Known(key) || key == "config") {
+      return Status::Invalid("config line " + std::to_string(line_no) +
+                             ": expected KEY=VALUE "
+                             "with a known key");
+    }
+    values[key] = Trim(line.substr(eq + 1));
+  }
+  return values;
+}
+
 Result<AgentConfig> ParseAgentConfig(int argc, char** argv) {
   std::map<std::string, std::string> flags, values;
-  bool once = false;
+  bool once = false, self_test = false;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") return Status::NotFound("help");
     if (a == "--once") {
       once = true;
+      continue;
+    }
+    if (a == "--self-test") {
+      self_test = true;
       continue;
     }
     if (a.rfind("--", 0) != 0) return Status::Invalid("unexpected argument '" + a + "'");
@@ -101,26 +143,9 @@ Result<AgentConfig> ParseAgentConfig(int argc, char** argv) {
   }
   auto cfg = flags.find("config");
   if (cfg != flags.end()) {
-    Result<std::string> text = files::ReadAll(cfg->second, 1 << 20);
-    if (!text.ok()) return Status::Invalid("config: " + text.status().message());
-    size_t pos = 0;
-    int line_no = 0;
-    while (pos <= text->size()) {
-      size_t nl = text->find('\n', pos);
-      if (nl == std::string::npos) nl = text->size();
-      std::string line = Trim(text->substr(pos, nl - pos));
-      pos = nl + 1;
-      ++line_no;
-      if (line.empty() || line[0] == '#') continue;
-      size_t eq = line.find('=');
-      std::string key = eq == std::string::npos ? line : Trim(line.substr(0, eq));
-      if (eq == std::string::npos || !Known(key) || key == "config") {
-        return Status::Invalid("config line " + std::to_string(line_no) +
-                               ": expected KEY=VALUE "
-                               "with a known key");
-      }
-      values[key] = Trim(line.substr(eq + 1));
-    }
+    Result<std::map<std::string, std::string>> file = ReadConfigFile(cfg->second);
+    if (!file.ok()) return file.status();
+    values = *file;
   }
   for (const auto& e : kEnv) {
     const char* v = std::getenv(e[1]);
@@ -130,6 +155,10 @@ Result<AgentConfig> ParseAgentConfig(int argc, char** argv) {
 
   AgentConfig c;
   c.once = once;
+  c.self_test = self_test;
+  c.version = kAgentVersion;
+  c.release_keys = values["release-keys"];
+  if (values.count("release-channel")) c.release_channel = values["release-channel"];
   c.coordinator = values["coordinator"];
   c.enroll_token = values["enroll-token"];
   c.state_dir = values["state-dir"];
@@ -146,7 +175,8 @@ Result<AgentConfig> ParseAgentConfig(int argc, char** argv) {
                            {"shutdown-deadline", 0.1, 3600, &c.shutdown_deadline_s},
                            {"cache-max-mb", 0, 1e9, &cache_mb},
                            {"keep-checkpoints", 1, 1000, &keep},
-                           {"max-poll-interval", 0.01, 86400, &c.idle_poll_max_s}};
+                           {"max-poll-interval", 0.01, 86400, &c.idle_poll_max_s},
+                           {"update-interval", 0.01, 1e7, &c.update_interval_s}};
   for (const Num& n : nums) {
     auto it = values.find(n.key);
     if (it == values.end()) continue;
@@ -155,12 +185,17 @@ Result<AgentConfig> ParseAgentConfig(int argc, char** argv) {
                              std::to_string(n.lo) + ", " + std::to_string(n.hi) + "]");
     }
   }
+  Status owner = ParseOwnerControls(values, &c.owner);
+  if (!owner.ok()) return owner;
   c.cache_max_mb = int64_t(cache_mb);
   c.keep_checkpoints = int(keep);
   if (c.coordinator.empty()) return Status::Invalid("--coordinator URL is required");
   if (c.state_dir.empty()) return Status::Invalid("--state-dir DIR is required");
   if (c.coordinator.rfind("http://", 0) != 0 && c.coordinator.rfind("https://", 0) != 0) {
     return Status::Invalid("--coordinator must be an http:// or https:// URL");
+  }
+  if (!release::IsValidChannel(c.release_channel)) {
+    return Status::Invalid("--release-channel must be [a-z0-9-], 1 to 32 characters");
   }
   if (!c.ca_file.empty()) {
     Result<std::string> pem = files::ReadAll(c.ca_file, 16 << 20);

@@ -15,6 +15,8 @@ struct Ctx {
   CURL* curl = nullptr;
   HttpResponse* resp = nullptr;
   const std::string* download_file = nullptr;
+  const std::function<bool(std::string_view)>* sink = nullptr;
+  bool sink_stopped = false;
   FILE* out = nullptr;
   bool file_error = false;
 };
@@ -43,6 +45,11 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
   size_t len = size * n;
   long code = 0;
   curl_easy_getinfo(ctx->curl, CURLINFO_RESPONSE_CODE, &code);
+  if (ctx->sink != nullptr && *ctx->sink && code >= 200 && code < 300) {
+    if ((*ctx->sink)(std::string_view(data, len))) return len;
+    ctx->sink_stopped = true;
+    return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
+  }
   if (ctx->download_file != nullptr && !ctx->download_file->empty() && code >= 200 && code < 300) {
     if (ctx->out == nullptr) {
       ctx->out = std::fopen(ctx->download_file->c_str(), "wb");
@@ -108,6 +115,7 @@ Result<HttpResponse> CurlHttpClient::Send(const HttpCall& call) {
   ctx.curl = curl;
   ctx.resp = &resp;
   ctx.download_file = &call.download_file;
+  ctx.sink = &call.sink;
   FILE* upload = nullptr;
   curl_easy_setopt(curl, CURLOPT_URL, call.url.c_str());
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
@@ -166,7 +174,7 @@ Result<HttpResponse> CurlHttpClient::Send(const HttpCall& call) {
   if (ctx.file_error || close_failed) {
     return Status::Io("writing " + call.download_file + " failed");
   }
-  if (rc != CURLE_OK) {
+  if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && ctx.sink_stopped)) {
     return Status::Unavailable(call.method + " " + RedactQuery(call.url) + ": " +
                                TransferError(rc, errbuf, options_.ca_file));
   }

@@ -2,46 +2,110 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
+
 namespace gleaner::agent {
 namespace {
 
 struct NvmlMemory {
   unsigned long long total, free, used;
 };
-using InitFn = int (*)();
-using CountFn = int (*)(unsigned int*);
-using HandleFn = int (*)(unsigned int, void**);
-using NameFn = int (*)(void*, char*, unsigned int);
-using MemFn = int (*)(void*, NvmlMemory*);
-using ShutdownFn = int (*)();
+
+template <typename F>
+F Sym(void* lib, const char* name) {
+  return reinterpret_cast<F>(dlsym(lib, name));
+}
 
 }  // namespace
 
-GpuInfo DetectGpu() {
-  GpuInfo info;
+struct Nvml::Fns {
+  int (*init)();
+  int (*shutdown)();
+  int (*count)(unsigned int*);
+  int (*by_index)(unsigned int, void**);
+  int (*by_uuid)(const char*, void**);
+  int (*name)(void*, char*, unsigned int);
+  int (*memory)(void*, NvmlMemory*);
+  int (*temperature)(void*, int, unsigned int*);
+};
+
+Nvml::Nvml() {
   void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) return info;
-  auto init = reinterpret_cast<InitFn>(dlsym(lib, "nvmlInit_v2"));
-  auto count = reinterpret_cast<CountFn>(dlsym(lib, "nvmlDeviceGetCount_v2"));
-  auto handle = reinterpret_cast<HandleFn>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
-  auto name = reinterpret_cast<NameFn>(dlsym(lib, "nvmlDeviceGetName"));
-  auto mem = reinterpret_cast<MemFn>(dlsym(lib, "nvmlDeviceGetMemoryInfo"));
-  auto shutdown = reinterpret_cast<ShutdownFn>(dlsym(lib, "nvmlShutdown"));
-  unsigned int n = 0;
+  if (lib == nullptr) return;
+  Fns f;
+  f.init = Sym<decltype(f.init)>(lib, "nvmlInit_v2");
+  f.shutdown = Sym<decltype(f.shutdown)>(lib, "nvmlShutdown");
+  f.count = Sym<decltype(f.count)>(lib, "nvmlDeviceGetCount_v2");
+  f.by_index = Sym<decltype(f.by_index)>(lib, "nvmlDeviceGetHandleByIndex_v2");
+  f.by_uuid = Sym<decltype(f.by_uuid)>(lib, "nvmlDeviceGetHandleByUUID");
+  f.name = Sym<decltype(f.name)>(lib, "nvmlDeviceGetName");
+  f.memory = Sym<decltype(f.memory)>(lib, "nvmlDeviceGetMemoryInfo");
+  f.temperature = Sym<decltype(f.temperature)>(lib, "nvmlDeviceGetTemperature");
+  if (f.init == nullptr || f.shutdown == nullptr || f.count == nullptr || f.by_index == nullptr ||
+      f.by_uuid == nullptr || f.name == nullptr || f.memory == nullptr ||
+      f.temperature == nullptr || f.init() != 0) {
+    dlclose(lib);
+    return;
+  }
+  lib_ = lib;
+  fn_ = new Fns(f);
+}
+
+Nvml::~Nvml() {
+  if (lib_ == nullptr) return;
+  fn_->shutdown();
+  delete fn_;
+  dlclose(lib_);
+}
+
+std::vector<void*> Nvml::Devices(const std::vector<std::string>& selection) {
+  std::vector<void*> out;
+  if (lib_ == nullptr) return out;
   void* dev = nullptr;
+  if (selection.empty()) {
+    unsigned int n = 0;
+    if (fn_->count(&n) != 0) return out;
+    for (unsigned int i = 0; i < n; ++i) {
+      if (fn_->by_index(i, &dev) == 0) out.push_back(dev);
+    }
+    return out;
+  }
+  for (const std::string& g : selection) {
+    bool uuid = g.rfind("GPU-", 0) == 0 || g.rfind("MIG-", 0) == 0;
+    int rc = uuid ? fn_->by_uuid(g.c_str(), &dev)
+                  : fn_->by_index(unsigned(std::strtoul(g.c_str(), nullptr, 10)), &dev);
+    if (rc == 0) out.push_back(dev);
+  }
+  return out;
+}
+
+GpuInfo Nvml::First(const std::vector<std::string>& selection) {
+  GpuInfo info;
+  std::vector<void*> devs = Devices(selection);
   char buf[96] = {0};
   NvmlMemory m = {0, 0, 0};
-  if (init != nullptr && count != nullptr && handle != nullptr && name != nullptr &&
-      mem != nullptr && init() == 0) {
-    if (count(&n) == 0 && n > 0 && handle(0, &dev) == 0 && name(dev, buf, sizeof buf - 1) == 0 &&
-        mem(dev, &m) == 0) {
-      info.name = buf;
-      info.vram_mb = int64_t(m.total / (1024 * 1024));
-    }
-    if (shutdown != nullptr) shutdown();
+  if (!devs.empty() && fn_->name(devs[0], buf, sizeof buf - 1) == 0 &&
+      fn_->memory(devs[0], &m) == 0) {
+    info.name = buf;
+    info.vram_mb = int64_t(m.total / (1024 * 1024));
   }
-  dlclose(lib);
   return info;
+}
+
+std::optional<double> Nvml::MaxTemperatureC(const std::vector<std::string>& selection) {
+  std::optional<double> hottest;
+  for (void* dev : Devices(selection)) {
+    unsigned int t = 0;
+    if (fn_->temperature(dev, /*NVML_TEMPERATURE_GPU=*/0, &t) == 0) {
+      if (!hottest || double(t) > *hottest) hottest = double(t);
+    }
+  }
+  return hottest;
+}
+
+GpuInfo DetectGpu(const std::vector<std::string>& selection) {
+  Nvml nvml;
+  return nvml.First(selection);
 }
 
 }  // namespace gleaner::agent

@@ -7,8 +7,10 @@
 // network trouble, kIo for local files. Implementations must be thread-safe.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -23,6 +25,9 @@ struct HttpCall {
   std::string body;           // request body (ignored when upload_file is set)
   std::string upload_file;    // PUT the contents of this file
   std::string download_file;  // 2xx bodies are written here instead of HttpResponse::body
+  // Set: 2xx bodies are passed here chunk by chunk instead; returning false ends the transfer
+  // at once and Send() returns the response (status and headers) as received so far.
+  std::function<bool(std::string_view chunk)> sink;
   int timeout_ms = 30000;
 };
 

@@ -44,9 +44,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double SecondsLeft(const ShutdownState* sd) {
+double ShutdownSecondsLeft(const ShutdownState* sd) {
   if (!sd->stop.requested()) return 1e9;
   return std::chrono::duration<double>(sd->deadline - Clock::now()).count();
+}
+
+// Time left to hand the job back: the shutdown's deadline or the owner controls' one.
+double SecondsLeft(const ShutdownState* sd) {
+  return std::min(ShutdownSecondsLeft(sd), sd->hand_back.SecondsLeft());
+}
+
+// Shutting down, or the owner controls want the job back.
+bool Yielding(const ShutdownState* sd) {
+  return sd->stop.requested() || sd->hand_back.requested();
 }
 
 // Everything one job shares between its threads.
@@ -87,6 +97,12 @@ class Run {
   JobOutcome Release(const std::string& reason);
   JobOutcome Lost();
   void KillTrainer(int sig);
+  // The release reason when we stopped the trainer (or someone else did).
+  std::string YieldReason(bool interrupted_by_us) const {
+    if (sd_->stop.requested()) return "agent shutting down";
+    if (sd_->hand_back.requested()) return "owner: " + sd_->hand_back.reason();
+    return interrupted_by_us ? "agent shutting down" : "trainer interrupted";
+  }
 
   const AgentConfig& config_;
   CoordinatorApi* api_;
@@ -299,6 +315,7 @@ JobOutcome Run::Release(const std::string& reason) {
     Log("job %s: checkpoint upload not finished before the deadline", job_.job_id.c_str());
   }
   if (uploader_ && uploader_->lease_lost()) return Lost();
+  if (uploader_) sd_->board.Progress(step_, uploader_->last_committed());
   finishing_ = true;
   Status s = Retry(
       "release", [&] { return api_->Release(job_.job_id, job_.epoch, reason); },
@@ -381,11 +398,10 @@ JobOutcome Run::Finish(int wait_status, bool interrupted_by_us) {
   if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kExitInterrupted) {
     // Interrupted with a checkpoint: by us, or by a signal sent to every process of the
     // service at once. Never the job's fault.
-    return Release(interrupted_by_us || sd_->stop.requested() ? "agent shutting down"
-                                                              : "trainer interrupted");
+    return Release(YieldReason(interrupted_by_us));
   }
-  if (interrupted_by_us && sd_->stop.requested() && !WIFEXITED(wait_status)) {
-    return Release("agent shutting down (trainer did not checkpoint in time)");
+  if (interrupted_by_us && Yielding(sd_) && !WIFEXITED(wait_status)) {
+    return Release(YieldReason(true) + " (trainer did not checkpoint in time)");
   }
   std::string reason = "trainer " + DescribeWaitStatus(wait_status);
   {
@@ -403,6 +419,7 @@ JobOutcome Run::Go() {
   Log("job %s: epoch %lld, kind %s, %lld steps%s", job_.job_id.c_str(),
       static_cast<long long>(job_.epoch), job_.kind.c_str(), static_cast<long long>(job_.steps),
       job_.resume ? (", resume from step " + std::to_string(job_.resume_step)).c_str() : "");
+  sd_->board.JobStarted(job_.job_id, job_.epoch, job_.steps, job_.resume_step);
   files::RemoveTree(work_dir_);
   Status s = files::MakeDirs(work_dir_, 0700);
   if (s.ok()) s = state_->SaveCurrentJob(CurrentJob{job_.job_id, job_.epoch, {}});
@@ -432,7 +449,7 @@ JobOutcome Run::Go() {
   }
   std::string resume_dir = PrepareResume();
   if (lost_ || canceled_) return Lost();
-  if (sd_->stop.requested()) return Release("agent shutting down");
+  if (Yielding(sd_)) return Release(YieldReason(true));
 
   Json spec = {{"job_id", job_.job_id}, {"kind", job_.kind},   {"params", job_.params},
                {"inputs", inputs},      {"steps", job_.steps}, {"epoch", job_.epoch}};
@@ -457,14 +474,17 @@ JobOutcome Run::Go() {
     std::lock_guard<std::mutex> lock(mu_);
     child_ = child->get();
   }
+  sd_->board.TrainerStarted();
   bool forwarded = false, killed = false;
   int wait_status = 0;
   while (!(*child)->WaitFor(100, &wait_status)) {
+    sd_->board.Progress(step_, uploader_->last_committed());
     // The heartbeat thread stops the trainer when the lease runs out; this covers a heartbeat
     // call that is itself stuck past that moment.
     if (!lost_ && LeaseSecondsLeft() <= 0) ExpireLease();
-    if (sd_->stop.requested() && !forwarded) {
-      Log("job %s: shutdown requested: asking the trainer to checkpoint", job_.job_id.c_str());
+    if (Yielding(sd_) && !forwarded) {
+      Log("job %s: %s: asking the trainer to checkpoint", job_.job_id.c_str(),
+          sd_->stop.requested() ? "shutdown requested" : "handing the job back");
       (*child)->Signal(SIGTERM);
       forwarded = true;
     }
@@ -474,6 +494,7 @@ JobOutcome Run::Go() {
       killed = true;
     }
   }
+  sd_->board.TrainerStopped();
   {
     std::lock_guard<std::mutex> lock(mu_);
     child_ = nullptr;
@@ -487,7 +508,9 @@ JobOutcome Run::Go() {
 JobOutcome RunJob(const AgentConfig& config, CoordinatorApi* api, StateDir* state, BlobCache* cache,
                   const Assignment& job, ShutdownState* shutdown) {
   Run run(config, api, state, cache, job, shutdown);
-  return run.Go();
+  JobOutcome o = run.Go();
+  shutdown->board.JobEnded(o == JobOutcome::kCompleted);
+  return o;
 }
 
 void RecoverPendingJob(CoordinatorApi* api, StateDir* state, const ShutdownState* shutdown) {
@@ -501,7 +524,8 @@ void RecoverPendingJob(CoordinatorApi* api, StateDir* state, const ShutdownState
   const CurrentJob& job = **cur;
   Log("job %s: found from a previous run (epoch %lld, %zu pending uploads)", job.job_id.c_str(),
       static_cast<long long>(job.epoch), job.pending.size());
-  auto give_up = [shutdown] { return SecondsLeft(shutdown) < 0.5; };
+  // Only a shutdown cuts recovery short (not the owner controls: the job is released anyway).
+  auto give_up = [shutdown] { return ShutdownSecondsLeft(shutdown) < 0.5; };
   bool lost = false;
   for (const PendingUpload& p : job.pending) {
     if (lost) break;

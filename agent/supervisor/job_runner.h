@@ -14,6 +14,7 @@
 #include "agent/supervisor/cache.h"
 #include "agent/supervisor/config.h"
 #include "agent/supervisor/state.h"
+#include "agent/supervisor/status_board.h"
 #include "agent/supervisor/stop.h"
 
 namespace gleaner::agent {
@@ -31,6 +32,10 @@ const char* JobOutcomeName(JobOutcome o);
 struct ShutdownState {
   StopToken stop;                                  // requested on the agent's first SIGTERM/SIGINT
   std::chrono::steady_clock::time_point deadline;  // valid once stop is requested
+  // The owner controls (owner_gate.h) ask for the job back: handed back like a shutdown, but the
+  // agent keeps running. The main loop clears it before claiming work.
+  HandBack hand_back;
+  StatusBoard board;  // the job's progress, for `gleaner-agent status`
 };
 
 JobOutcome RunJob(const AgentConfig& config, CoordinatorApi* api, StateDir* state, BlobCache* cache,

@@ -1,4 +1,5 @@
-// gleaner-agent: the supervisor on a volunteer PC (see docs/agent.md).
+// gleaner-agent: the supervisor on a volunteer PC (see docs/agent.md). `gleaner-agent status |
+// pause | resume` instead talk to the running agent over its control socket (control_cli.h).
 //
 // Signals: SIGTERM/SIGINT are blocked in every thread and taken by one signal thread. The first
 // asks the agent to hand its job back (trainer checkpoints, upload + commit, release) and exit 0
@@ -7,16 +8,22 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "agent/supervisor/agent.h"
 #include "agent/supervisor/config.h"
+#include "agent/supervisor/control_cli.h"
 #include "agent/supervisor/curl_http.h"
 #include "agent/supervisor/log.h"
+#include "agent/supervisor/self_test.h"
+#include "agent/supervisor/self_update.h"
 
 using namespace gleaner::agent;
 
 int main(int argc, char** argv) {
+  if (IsControlCommand(argc, argv)) return RunControlCommand(argc, argv);
   gleaner::Result<AgentConfig> config = ParseAgentConfig(argc - 1, argv + 1);
   if (!config.ok()) {
     if (config.status().code() == gleaner::Code::kNotFound) {
@@ -25,6 +32,15 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "gleaner-agent: %s\n", config.status().message().c_str());
     return 64;
+  }
+#ifdef GLEANER_AGENT_VERSION
+  config->version = GLEANER_AGENT_VERSION;  // a test build's version
+#endif
+  if (config->self_test) {
+    CurlHttpClient http(CurlOptions{config->ca_file});
+    int rc = RunSelfTest(*config, &http);
+    std::fflush(nullptr);
+    return rc;
   }
   sigset_t set;
   sigemptyset(&set);
@@ -55,7 +71,17 @@ int main(int argc, char** argv) {
   }).detach();
 
   CurlHttpClient http(CurlOptions{config->ca_file});
-  int rc = RunAgent(*config, &http, &shutdown);
+  gleaner::Result<std::unique_ptr<SelfUpdate>> updater =
+      SelfUpdate::Create(*config, std::vector<std::string>(argv + 1, argv + argc), &http);
+  if (!updater.ok()) {
+    std::fprintf(stderr, "gleaner-agent: %s\n", updater.status().message().c_str());
+    return 64;
+  }
+  Log("gleaner-agent %s starting", config->version.c_str());
+  (*updater)->AtStart();
+  int rc = RunAgent(*config, &http, &shutdown, [&](CoordinatorApi* api, bool after_job) {
+    if (!shutdown.stop.requested()) (*updater)->BetweenJobs(api, after_job);
+  });
   std::fflush(nullptr);
   _exit(rc);  // the signal thread may still be waiting; do not run static destructors under it
 }

@@ -54,7 +54,15 @@ Result<std::optional<Identity>> StateDir::LoadIdentity() {
   f.String("node_id", &id.node_id, true);
   f.String("token", &id.token, true);
   f.String("coordinator", &id.coordinator, false, 4096);
+  const Json* gpu = nullptr;
+  f.Object("gpu", &gpu, false);
   if (!f.ok()) return Status::Corruption(f.status().message());
+  if (gpu->contains("vram_mb")) {
+    FieldReader g(*gpu, "identity.gpu.");
+    g.String("name", &id.gpu_name, true, 256);
+    g.Int("vram_mb", &id.vram_mb, true, 0, 100000000);
+    if (!g.ok()) return Status::Corruption(g.status().message());
+  }
   return std::optional<Identity>(id);
 }
 
@@ -63,6 +71,7 @@ Status StateDir::SaveIdentity(const Identity& id) {
             {"node_id", id.node_id},
             {"token", id.token},
             {"coordinator", id.coordinator}};
+  if (id.vram_mb >= 0) j["gpu"] = {{"name", id.gpu_name}, {"vram_mb", id.vram_mb}};
   return files::WriteDurable(files::Join(dir_, kIdentity), DumpJson(j), 0600);
 }
 

@@ -1,9 +1,11 @@
 // The agent's state directory (layout in docs/agent.md):
-//   identity.json  {"machine_id","node_id","token","coordinator"}  mode 0600
+//   identity.json  {"machine_id","node_id","token","coordinator","gpu":{name,vram_mb}}  0600
 //   current_job.json  the job this agent holds: {"job_id","epoch","pending":[{step,archive,
 //                     sha256,size}]} — checkpoint uploads not yet committed
 //   cache/         content-addressed inputs (cache.h)
 //   jobs/<job>-<epoch>/  work directory of the running job
+//   (owner.json, lifetime.json and control.sock belong to owner_gate.h, status_board.h and
+//   control_socket.h)
 // Every write is durable (temp + fsync + rename + fsync dir). Thread-safe.
 #pragma once
 
@@ -19,6 +21,9 @@ namespace gleaner::agent {
 
 struct Identity {
   std::string machine_id, node_id, token, coordinator;
+  // The GPU advertised at registration (after the owner's VRAM ceiling); -1 = not recorded.
+  std::string gpu_name = "";
+  int64_t vram_mb = -1;
 };
 
 struct PendingUpload {

@@ -15,6 +15,7 @@ namespace {
 constexpr int kCrashLoopStarts = 3;
 constexpr int64_t kCrashLoopWindowS = 300;
 constexpr char kBinary[] = "gleaner-agent";
+constexpr int64_t kMaxAdoptBytes = int64_t(1) << 30;
 
 }  // namespace
 
@@ -69,9 +70,13 @@ Result<release::Version> Updater::Install(const std::string& envelope_json) {
   if (!env.ok()) return env.status();
   Result<release::Manifest> m = release::VerifyEnvelope(env.value(), ring_);
   if (!m.ok()) return m.status();
-  Status trust = release::CheckTrust(m.value(), HighestTrusted(), deps_.now_s());
-  if (!trust.ok()) return trust;
   std::string version = m->version.ToString();
+  // A version already trusted but never switched to (a kill -9 between advancing the trust and
+  // the switch) may be installed again; anything lower, or the version running now, may not.
+  std::optional<release::Version> floor = HighestTrusted();
+  if (floor && *floor == m->version && CurrentVersion() != version) floor.reset();
+  Status trust = release::CheckTrust(m.value(), floor, deps_.now_s());
+  if (!trust.ok()) return trust;
   if (files::Exists(Path("failed/" + version))) {
     return Status::Conflict("release " + version + " was rolled back before");
   }
@@ -113,28 +118,68 @@ Result<release::Version> Updater::Install(const std::string& envelope_json) {
     return Status::Internal("release " + version + " failed its self-test");
   }
   // Step 3: trust advances (never backwards) before anything points at the new version.
-  s = files::MakeDirs(Path("trust"), 0700);
-  if (s.ok()) s = files::WriteDurable(Path("trust/highest_version"), version + "\n", 0600);
+  s = RaiseTrust(m->version);
   if (!s.ok()) return s;
   if (stop(2)) return Status::Internal("stopped");
+  s = Switch(version, stop);
+  if (!s.ok()) return s;
+  return m->version;
+}
+
+Status Updater::RaiseTrust(const release::Version& v) {
+  std::optional<release::Version> highest = HighestTrusted();
+  if (highest && !(*highest < v)) return Status::Ok();
+  Status s = files::MakeDirs(Path("trust"), 0700);
+  if (s.ok()) s = files::WriteDurable(Path("trust/highest_version"), v.ToString() + "\n", 0600);
+  return s;
+}
+
+Status Updater::Switch(const std::string& version, const std::function<bool(int)>& stop) {
   // Step 4: the switch, recorded with a swapping flag.
   std::string old = CurrentVersion();
-  s = files::WriteDurable(Path("swapping"), version + " " + old + "\n");
+  Status s = files::WriteDurable(Path("swapping"), version + " " + old + "\n");
   if (!s.ok()) return s;
   if (stop(3)) return Status::Internal("stopped");
   s = PointLink("current", version);
   if (!s.ok()) return s;
   if (stop(4)) return Status::Internal("stopped");
-  if (!old.empty()) {
+  if (!old.empty() && old != version) {
     s = PointLink("previous", old);
     if (!s.ok()) return s;
   }
   if (stop(5)) return Status::Internal("stopped");
   unlink(Path("starts").c_str());
   unlink(Path("swapping").c_str());
-  s = files::Fsync(dir_);
+  return files::Fsync(dir_);
+}
+
+Status Updater::Adopt(const release::Version& version, const std::string& binary) {
+  std::string v = version.ToString();
+  if (files::Exists(Path("failed/" + v))) {
+    return Status::Conflict("version " + v + " was rolled back before");
+  }
+  Result<std::string> bytes = files::ReadAll(binary, kMaxAdoptBytes);
+  if (!bytes.ok()) return bytes.status();
+  std::string vdir = Path("versions/" + v);
+  Status s = files::MakeDirs(vdir, 0755);
+  if (s.ok()) s = files::WriteDurable(files::Join(vdir, kBinary), bytes.value(), 0755);
+  if (s.ok()) s = RaiseTrust(version);
   if (!s.ok()) return s;
-  return m->version;
+  return Switch(v, [](int) { return false; });
+}
+
+Status Updater::Prune() {
+  if (files::Exists(Path("swapping"))) return Status::Ok();
+  Result<std::vector<std::string>> versions = files::ListDir(Path("versions"));
+  if (!versions.ok()) return Status::Ok();  // nothing installed
+  std::string keep1 = CurrentVersion(), keep2 = LinkVersion("previous");
+  Status result = Status::Ok();
+  for (const std::string& v : versions.value()) {
+    if (v == keep1 || v == keep2) continue;
+    Status s = files::RemoveTree(Path("versions/" + v));
+    if (!s.ok()) result = s;
+  }
+  return result;
 }
 
 Status Updater::Recover() {

@@ -42,10 +42,19 @@ class Updater {
  public:
   Updater(std::string state_dir, release::KeyRing ring, std::string platform, UpdaterDeps deps);
 
-  // Installs the release in envelope_json if it verifies and is newer than anything trusted.
+  // Installs the release in envelope_json if it verifies and is newer than anything trusted (or
+  // equals the highest trusted version while `current` is another one: a switch cut short).
   // Returns the installed version; kPermissionDenied (signature, key, expired), kConflict
   // (not newer, or rolled back before), kCorruption (length or sha256), kIo.
   Result<release::Version> Install(const std::string& envelope_json);
+  // Makes `binary` (the agent installed by the owner, which is trusted as it is) the current
+  // version `version`: copied side by side, trust raised to it if lower, switched to (the old
+  // current becomes `previous`). Used at start when nothing is installed yet or the installed
+  // agent is newer than `current`. kConflict if that version was rolled back before.
+  Status Adopt(const release::Version& version, const std::string& binary);
+  // Removes installed versions that neither `current` nor `previous` names (old releases,
+  // rolled-back ones). Not during a switch (after Recover()).
+  Status Prune();
   // Completes or undoes an interrupted switch. Call at start before anything else.
   Status Recover();
   // Records a start of the current version at now; after 3 starts within 5 minutes, restores
@@ -63,6 +72,9 @@ class Updater {
   std::string Path(const std::string& name) const;
   Status PointLink(const std::string& link, const std::string& version);
   std::string LinkVersion(const std::string& link) const;
+  Status RaiseTrust(const release::Version& v);
+  // Steps 3-5: swapping flag, `current`, `previous`; stop(step) true = stop there.
+  Status Switch(const std::string& version, const std::function<bool(int)>& stop);
 
   std::string dir_;
   release::KeyRing ring_;

@@ -31,6 +31,8 @@ Plan DbFail(const Status& st) {
       return Plan::Fail(Status::Unavailable("database busy; retry"));
     case Code::kConflict:
       return Plan::Fail(Status::Conflict("conflicting concurrent update; retry"));
+    case Code::kNoSpace:  // the disk is full: 507, so clients and operators can tell
+      return Plan::Fail(Status(Code::kNoSpace, "database storage is full; retry later"));
     default:
       return Plan::Fail(Status::Internal("database error: " + st.message()));
   }

@@ -47,7 +47,7 @@ using CtxPtr = std::shared_ptr<const Ctx>;
 
 // Final plans.
 Plan RespondJson(int status, const Json& body);
-// A failed batch: busy -> 503 (retry), constraint -> 409, anything else -> 500.
+// A failed batch: busy -> 503 (retry), constraint -> 409, disk full -> 507, anything else -> 500.
 Plan DbFail(const Status& st);
 // Error with an explicit HTTP status and code (e.g. 405 method_not_allowed).
 HttpResponse ErrorResponse(int status, const std::string& code, const std::string& message);

@@ -67,6 +67,12 @@ class Coordinator {
   Result<BlobGrant> AuthorizeBlob(const std::string& method, const std::string& path,
                                   const std::string& query, int64_t now_ms) const;
 
+  // Asked by the shell after an upload is complete and hashed, before it replaces anything at
+  // key: 204 if it may, 409 if key holds a committed checkpoint or a completed job's output with
+  // other bytes (their PUT URLs stay valid for a while; a late or zombie upload must not change
+  // what was committed).
+  Plan BlobPlacePlan(const std::string& key, const std::string& sha256) const;
+
   // Records that the shell durably stored a blob (after fsync + rename); commits and downloads
   // check against this record.
   Plan BlobStoredPlan(const std::string& key, int64_t size, const std::string& sha256,

@@ -62,6 +62,13 @@ class FsBlobWriter : public BlobWriter {
   }
 
   Result<StoredBlob> Commit(const std::string& expected_sha256) override {
+    auto blob = Finish(expected_sha256);
+    if (!blob.ok()) return blob;
+    GLEANER_RETURN_IF_ERROR(Place());
+    return blob;
+  }
+
+  Result<StoredBlob> Finish(const std::string& expected_sha256) override {
     if (!file_) return Status::Internal("blob writer already finished");
     StoredBlob blob;
     blob.size = size_;
@@ -74,12 +81,17 @@ class FsBlobWriter : public BlobWriter {
       return Status::Invalid("sha256 mismatch: body hashes to " + blob.sha256 + ", URL expects " +
                              expected_sha256);
     }
+    finished_ = true;
+    return blob;
+  }
+
+  Status Place() override {
+    if (!finished_ || committed_) return Status::Internal("blob writer not finished");
     std::string dir = DirName(final_);
     GLEANER_RETURN_IF_ERROR(fs_->CreateDirs(dir));
     GLEANER_RETURN_IF_ERROR(fs_->Rename(tmp_, final_));
     committed_ = true;
-    GLEANER_RETURN_IF_ERROR(fs_->SyncDir(dir));
-    return blob;
+    return fs_->SyncDir(dir);
   }
 
  private:
@@ -90,6 +102,7 @@ class FsBlobWriter : public BlobWriter {
   std::unique_ptr<WritableFile> file_;
   Sha256Stream hash_;
   int64_t size_ = 0;
+  bool finished_ = false;
   bool committed_ = false;
 };
 

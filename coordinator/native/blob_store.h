@@ -29,8 +29,13 @@ class BlobWriter {
   // Appends body bytes. kTooLarge once the total would exceed the writer's max_size.
   virtual Status Append(const char* data, size_t len) = 0;
   // Makes the object durable under its key. expected_sha256 ("" = any) mismatch → kInvalidArgument
-  // and nothing is stored.
+  // and nothing is stored. Same as Finish() then Place().
   virtual Result<StoredBlob> Commit(const std::string& expected_sha256) = 0;
+  // Commit in two steps, so the caller can decide between them whether the finished object may
+  // replace what is at its key: Finish() syncs the temp file and checks expected_sha256; Place()
+  // renames it into place. A writer destroyed before Place() stores nothing.
+  virtual Result<StoredBlob> Finish(const std::string& expected_sha256) = 0;
+  virtual Status Place() = 0;
 };
 
 class BlobStore {

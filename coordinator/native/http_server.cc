@@ -3,11 +3,14 @@
 
 #include <httplib.h>
 #include <openssl/rand.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <thread>
 
 #include "coordinator/core/router.h"
@@ -134,6 +137,7 @@ struct HttpServer::Impl {
   httplib::Server& svr;
   std::atomic<bool> stopping{false};
   std::atomic<bool> serving{false};
+  int listen_fd = -1;  // the listening socket, once bound
 
   const core::Coordinator* coord = nullptr;
   PlanRunner* runner = nullptr;
@@ -261,19 +265,33 @@ void HttpServer::Impl::HandleBlobPut(const httplib::Request& req, httplib::Respo
     return SendError(writer.status(), res);
   }
   Status write_status;
+  int64_t discarded = 0;
   bool ok = (*reader)([&](const char* data, size_t len) {
-    write_status = (*writer)->Append(data, len);
-    return write_status.ok();
+    if (write_status.ok()) {
+      write_status = (*writer)->Append(data, len);
+      if (write_status.ok() || write_status.code() == Code::kTooLarge) return write_status.ok();
+    }
+    // The disk failed: read and drop the rest of a modest body, so that a client still sending
+    // it gets the 5xx answer instead of a connection reset.
+    discarded += int64_t(len);
+    return discarded <= kDrainLimit;
   });
   if (!ok || !write_status.ok()) {
-    CloseAfter(res);
+    if (!ok) CloseAfter(res);
     if (write_status.ok()) write_status = Status::Invalid("could not read the request body");
     if (write_status.code() != Code::kTooLarge && write_status.code() != Code::kInvalidArgument) {
       LogError("blob write failed", {{"key", grant->key}, {"error", write_status.ToString()}});
     }
     return SendError(write_status, res);
   }
-  auto stored = (*writer)->Commit(grant->sha256);
+  auto stored = (*writer)->Finish(grant->sha256);
+  if (stored.ok()) {
+    // A committed checkpoint or output is never replaced by other bytes (409).
+    core::Plan allowed = runner->Run(coord->BlobPlacePlan(grant->key, stored->sha256));
+    if (allowed.response().status / 100 != 2) return SendResponse(allowed.response(), res);
+    Status placed = (*writer)->Place();
+    if (!placed.ok()) stored = placed;
+  }
   if (!stored.ok()) {
     if (stored.status().code() != Code::kInvalidArgument) {
       LogError("blob commit failed", {{"key", grant->key}, {"error", stored.status().ToString()}});
@@ -415,6 +433,13 @@ Result<int> HttpServer::Bind() {
     // waits ~40 ms for a delayed ACK.
     httplib::Server& svr = impl_->svr;
     svr.set_tcp_nodelay(true);
+    // httplib listens with a backlog of 5: a burst of connections (every agent reconnecting
+    // after a restart) while the accept loop is busy or not yet running would have SYNs dropped
+    // and wait 1-3 s to retry. Remember the socket, and listen again with a full backlog below.
+    svr.set_socket_options([impl = impl_.get()](socket_t sock) {
+      httplib::default_socket_options(sock);
+      impl->listen_fd = int(sock);
+    });
     const size_t threads = size_t(impl_->options.threads);
     svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     svr.set_keep_alive_timeout(time_t(std::ceil(impl_->options.keep_alive_timeout_s)));
@@ -436,6 +461,9 @@ Result<int> HttpServer::Bind() {
     if (port <= 0) {
       return Status::Io("cannot listen on " + impl_->options.host + ":" +
                         std::to_string(impl_->options.port) + " (address in use or invalid?)");
+    }
+    if (impl_->listen_fd >= 0 && ::listen(impl_->listen_fd, SOMAXCONN) != 0) {
+      return Status::Io(std::string("cannot enlarge the listen backlog: ") + std::strerror(errno));
     }
     return port;
   } catch (const std::exception& e) {

@@ -1,6 +1,5 @@
 // The coordinator is stateless: killed with SIGKILL and restarted between any two steps of a
 // job's life, it loses nothing (jobs, leases, checkpoints, segments, blobs).
-#include <dirent.h>
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
@@ -10,6 +9,7 @@
 #include "shared/sha256.h"
 #include "tests/integration/coordinator_fixture.h"
 #include "tests/integration/harness.h"
+#include "tests/integration/store_check.h"
 
 using namespace gleaner;
 using namespace gleaner::testing;
@@ -43,26 +43,15 @@ std::string DbSnapshot(const std::string& path) {
 }
 
 // Relative path and size of every stored object.
-void ListBlobs(const std::string& root, const std::string& rel, std::string* out) {
-  DIR* d = ::opendir((root + "/" + rel).c_str());
-  if (!d) return;
-  std::vector<std::string> names;
-  while (dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != ".." && n != ".tmp") names.push_back(n);
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  for (const auto& n : names) {
-    std::string child = rel.empty() ? n : rel + "/" + n;
+std::string ListBlobs(const std::string& data_dir) {
+  std::string out;
+  for (const std::string& key : ListObjects(data_dir)) {
     struct stat st;
-    if (::stat((root + "/" + child).c_str(), &st) != 0) continue;
-    if (S_ISDIR(st.st_mode)) {
-      ListBlobs(root, child, out);
-    } else {
-      *out += child + " " + std::to_string(st.st_size) + "\n";
+    if (::stat((data_dir + "/blobs/" + key).c_str(), &st) == 0) {
+      out += key + " " + std::to_string(st.st_size) + "\n";
     }
   }
+  return out;
 }
 
 }  // namespace
@@ -80,15 +69,12 @@ TEST_CASE("SIGKILL and restart between steps loses nothing", "[coordinator][rest
   auto kill_and_restart = [&](const std::string& step) {
     INFO("after step: " << step);
     std::string before = DbSnapshot(dir.File("db.sqlite"));
-    std::string blobs_before;
-    ListBlobs(dir.File("data/blobs"), "", &blobs_before);
+    std::string blobs_before = ListBlobs(dir.File("data"));
     coord.process().Kill();
     REQUIRE(coord.Start(&error));
     ++restarts;
     CHECK(DbSnapshot(dir.File("db.sqlite")) == before);
-    std::string blobs_after;
-    ListBlobs(dir.File("data/blobs"), "", &blobs_after);
-    CHECK(blobs_after == blobs_before);
+    CHECK(ListBlobs(dir.File("data")) == blobs_before);
   };
 
   auto dev_token = CreateKey(coord, "developer", &error);

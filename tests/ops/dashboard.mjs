@@ -39,6 +39,9 @@ const context = await chromium.launchPersistentContext(profile, {
 });
 try {
   const page = context.pages()[0] || await context.newPage();
+  // Waits are on conditions; the generous limit only matters on a heavily loaded machine,
+  // where Playwright's 30 s default was seen to run out.
+  page.setDefaultTimeout(100000);
   const problems = [];
   page.on("pageerror", (e) => problems.push("page error: " + e.message));
   page.on("console", (m) => { if (m.type() === "error") problems.push("console: " + m.text()); });

@@ -30,6 +30,16 @@ TEST_CASE("identity is stored privately and read back", "[state]") {
   CHECK((*id)->token == "secret-token");
   CHECK((*id)->node_id == "n_1");
 
+  CHECK((*id)->vram_mb == -1);  // not recorded
+  Identity gpu{"m-1", "n_1", "secret-token", "http://c"};
+  gpu.gpu_name = "RTX 4090";
+  gpu.vram_mb = 8192;
+  REQUIRE(state.SaveIdentity(gpu).ok());
+  id = state.LoadIdentity();
+  REQUIRE(id.ok());
+  CHECK((*id)->gpu_name == "RTX 4090");
+  CHECK((*id)->vram_mb == 8192);
+
   REQUIRE(files::WriteSynced(t / "state/identity.json", "{not json").ok());
   CHECK(state.LoadIdentity().status().code() == Code::kCorruption);
 }

@@ -155,15 +155,44 @@ TEST_CASE("updater: kill -9 after every step of the switch leaves a verified bin
     std::string bytes = f.CurrentBytes(again);
     CHECK((bytes == "binary 1.0.0" || bytes == "binary 1.1.0"));
     if (bytes == "binary 1.1.0") CHECK(files::Exists(f.dir / "previous/gleaner-agent"));
-    // Finishing the update afterwards works, or the switch had already completed (kill_at>=4).
+    // Finishing the update afterwards works (also once trust has advanced to 1.1.0 but the
+    // switch had not happened), or the switch had already completed (kill_at >= 4).
     Result<Version> r = again.Install(f.Release("1.1.0"));
-    if (kill_at >= 2) {
-      CHECK(r.status().code() == Code::kConflict);  // trust already advanced: no re-install
+    if (kill_at >= 4) {
+      CHECK(r.status().code() == Code::kConflict);
     } else {
       CHECK(r.ok());
     }
-    if (kill_at >= 4) CHECK(f.CurrentBytes(again) == "binary 1.1.0");
+    CHECK(f.CurrentBytes(again) == "binary 1.1.0");
+    CHECK(again.Install(f.Release("1.1.0")).status().code() == Code::kConflict);
   }
+}
+
+TEST_CASE("updater: the installed binary is adopted as current when nothing newer is",
+          "[updater]") {
+  Fixture f;
+  Updater u = f.Make();
+  std::string installed = f.dir / "installed-agent";
+  REQUIRE(files::WriteDurable(installed, "binary 0.5.0", 0755).ok());
+  REQUIRE(u.Adopt(ParseVersion("0.5.0").value(), installed).ok());
+  CHECK(u.CurrentVersion() == "0.5.0");
+  CHECK(f.CurrentBytes(u) == "binary 0.5.0");
+  CHECK(u.HighestTrusted()->ToString() == "0.5.0");
+  CHECK(u.Install(f.Release("0.4.0")).status().code() == Code::kConflict);
+  // An update makes the adopted version the rollback target.
+  REQUIRE(u.Install(f.Release("1.0.0")).ok());
+  CHECK(files::Exists(f.dir / "previous/gleaner-agent"));
+  // A newer package installed by the owner is adopted too; trust never goes down.
+  REQUIRE(files::WriteDurable(installed, "binary 2.0.0", 0755).ok());
+  REQUIRE(u.Adopt(ParseVersion("2.0.0").value(), installed).ok());
+  CHECK(f.CurrentBytes(u) == "binary 2.0.0");
+  CHECK(u.HighestTrusted()->ToString() == "2.0.0");
+  REQUIRE(u.Adopt(ParseVersion("0.5.0").value(), f.dir / "versions/0.5.0/gleaner-agent").ok());
+  CHECK(u.HighestTrusted()->ToString() == "2.0.0");
+  // A version rolled back after a crash loop is not adopted again.
+  REQUIRE(files::MakeDirs(f.dir / "failed").ok());
+  REQUIRE(files::WriteDurable(f.dir / "failed/3.0.0", "crash loop\n").ok());
+  CHECK(u.Adopt(ParseVersion("3.0.0").value(), installed).code() == Code::kConflict);
 }
 
 TEST_CASE("updater: a crash loop restores the previous version and blocks the bad one",
@@ -193,4 +222,18 @@ TEST_CASE("updater: a crash loop restores the previous version and blocks the ba
   CHECK_FALSE(u.RecordStart().value());
   CHECK(u.Install(f.Release("1.1.0")).status().code() == Code::kConflict);
   CHECK(u.Install(f.Release("1.2.0")).ok());
+}
+
+TEST_CASE("updater: old versions are pruned, current and previous kept", "[updater]") {
+  Fixture f;
+  Updater u = f.Make();
+  REQUIRE(u.Prune().ok());  // nothing installed yet
+  REQUIRE(u.Install(f.Release("1.0.0")).ok());
+  REQUIRE(u.Install(f.Release("1.1.0")).ok());
+  REQUIRE(u.Install(f.Release("1.2.0")).ok());
+  REQUIRE(u.Prune().ok());
+  CHECK_FALSE(files::Exists(f.dir / "versions/1.0.0"));
+  CHECK(f.CurrentBytes(u) == "binary 1.2.0");
+  CHECK(files::Exists(f.dir / "previous/gleaner-agent"));
+  CHECK(files::Exists(f.dir / "versions/1.1.0/gleaner-agent"));
 }

@@ -1,0 +1,91 @@
+#include "agent/supervisor/self_test.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/supervisor/child_process.h"
+#include "agent/supervisor/log.h"
+#include "agent/train/common/checkpoint_dir.h"
+#include "agent/train/common/files.h"
+#include "agent/train/synthetic/synthetic.h"
+#include "shared/json.h"
+
+namespace gleaner::agent {
+namespace {
+
+constexpr int kHealthTimeoutMs = 10000;
+constexpr int kTrainerTimeoutMs = 30000;
+constexpr int64_t kSteps = 3;
+
+Status ReachCoordinator(const AgentConfig& config, HttpClient* http) {
+  HttpCall call;
+  call.url = config.coordinator;
+  while (!call.url.empty() && call.url.back() == '/') call.url.pop_back();
+  call.url += "/healthz";
+  call.timeout_ms = kHealthTimeoutMs;
+  Result<HttpResponse> r = http->Send(call);
+  if (!r.ok()) return Status::Unavailable("coordinator unreachable: " + r.status().message());
+  if (r->status != 200) {
+    return Status::Unavailable("coordinator /healthz answered " + std::to_string(r->status));
+  }
+  return Status::Ok();
+}
+
+Status TinyJob(const AgentConfig& config, const std::string& dir) {
+  Status s = files::MakeDirs(dir, 0700);
+  if (!s.ok()) return s;
+  Json spec = {{"job_id", "self-test"},
+               {"kind", "synthetic"},
+               {"params", {{"steps", kSteps}, {"checkpoint_every", 2}}},
+               {"inputs", Json::object()},
+               {"steps", kSteps},
+               {"epoch", 1}};
+  std::string spec_path = files::Join(dir, "SPEC.json");
+  s = files::WriteDurable(spec_path, DumpJson(spec));
+  if (!s.ok()) return s;
+  std::vector<std::string> argv = {config.trainer, "run", "--spec", spec_path, "--work-dir", dir};
+  auto quiet = [](const std::string&) {};
+  Result<std::unique_ptr<ChildProcess>> child = ChildProcess::Start(argv, quiet, quiet);
+  if (!child.ok()) return Status::Internal("cannot start the trainer: " + child.status().message());
+  int wait_status = 0;
+  if (!(*child)->WaitFor(kTrainerTimeoutMs, &wait_status)) {
+    return Status::Internal("the trainer did not finish a " + std::to_string(kSteps) +
+                            "-step job in " + std::to_string(kTrainerTimeoutMs / 1000) + " s");
+  }
+  if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
+    return Status::Internal("the trainer ended with " + DescribeWaitStatus(wait_status));
+  }
+  std::string out = train::OutputDirFor(dir);
+  Result<CheckpointManifest> m = train::VerifyCheckpointDir(out);
+  if (!m.ok()) return Status::Internal("trainer output: " + m.status().message());
+  Result<std::string> chain = files::ReadAll(files::Join(out, "chain.txt"), 1024);
+  if (!chain.ok() || chain.value() != train::SyntheticChainHex(0, kSteps) + "\n") {
+    return Status::Internal("the trainer's result is wrong");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunSelfTest(const AgentConfig& config, HttpClient* http) {
+  Log("self-test of version %s", config.version.c_str());
+  Status s = ReachCoordinator(config, http);
+  if (s.ok()) {
+    std::string dir = files::Join(config.state_dir, "self-test." + std::to_string(long(getpid())));
+    files::RemoveTree(dir);
+    s = TinyJob(config, dir);
+    files::RemoveTree(dir);
+  }
+  if (!s.ok()) {
+    Log("self-test failed: %s", s.message().c_str());
+    return 1;
+  }
+  Log("self-test passed");
+  return 0;
+}
+
+}  // namespace gleaner::agent
