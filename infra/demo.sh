@@ -33,7 +33,7 @@ say() { printf '\033[1mdemo:\033[0m %s\n' "$*"; }
 export GLEANER_OPERATOR_TOKEN="op_demo_$(openssl rand -hex 16)"
 "$bin/gleaner-coordinator" serve --db "$work/gleaner.db" --data-dir "$work/data" \
   --listen 127.0.0.1:0 --port-file "$work/port" --heartbeat-interval 0.5 --stall-after 2.5 \
-  --maintenance-period 0.5 --retry-after 1 2>"$work/coordinator.log" &
+  --maintenance-period 0.5 --retry-after 1 --node-rate-limit 20:200 2>"$work/coordinator.log" &
 pids+=($!)
 for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
 [ -s "$work/port" ] || { say "coordinator did not start"; cat "$work/coordinator.log"; exit 1; }

@@ -26,7 +26,7 @@ std::string EdgeSession::Init(const std::string& config_json) {
   if (!j.ok()) return "config: " + j.status().message();
   Result<core::CoreConfig> config = ConfigFromJson(*j);
   if (!config.ok()) return config.status().message();
-  coordinator_ = std::make_unique<core::Coordinator>(std::move(config).value());
+  coordinator_ = std::make_unique<core::Coordinator>(std::move(config).value(), &limiter_);
   return "";
 }
 

@@ -51,6 +51,8 @@ class EdgeSession {
  private:
   std::string Step(core::Plan plan);
 
+  // Rate-limit buckets of this instance (per isolate); outlives coordinator_ (declared first).
+  core::BucketTable limiter_;
   std::unique_ptr<core::Coordinator> coordinator_;
   std::map<int64_t, core::Plan> plans_;
   int64_t next_handle_ = 1;

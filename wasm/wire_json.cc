@@ -174,6 +174,12 @@ Result<CoreConfig> ConfigFromJson(const Json& j) {
                                       "max_checkpoint_bytes",
                                       "max_output_bytes",
                                       "s3",
+                                      "developer_rate_limit",
+                                      "node_rate_limit",
+                                      "operator_rate_limit",
+                                      "enroll_rate_limit",
+                                      "max_active_jobs",
+                                      "max_spec_bytes",
                                       nullptr};
   CoreConfig c;
   FieldReader f(j, "config.");
@@ -207,6 +213,20 @@ Result<CoreConfig> ConfigFromJson(const Json& j) {
   f.Int("max_upload_bytes", &c.max_upload_bytes, false, 0, INT64_MAX);
   f.Int("max_checkpoint_bytes", &c.max_checkpoint_bytes, false, 0, INT64_MAX);
   f.Int("max_output_bytes", &c.max_output_bytes, false, 0, INT64_MAX);
+  f.Int("max_active_jobs", &c.max_active_jobs, false, 0, INT64_MAX);
+  f.Int("max_spec_bytes", &c.max_spec_bytes, false, 0, INT64_MAX);
+  const std::pair<const char*, core::RateLimit*> rates[] = {
+      {"developer_rate_limit", &c.developer_rate},
+      {"node_rate_limit", &c.node_rate},
+      {"operator_rate_limit", &c.operator_rate},
+      {"enroll_rate_limit", &c.enroll_rate}};
+  for (const auto& [key, field] : rates) {
+    std::string text;
+    if (!f.String(key, &text, false, 64) || !f.Has(key)) continue;
+    Result<core::RateLimit> r = core::ParseRateLimit(text);
+    if (!r.ok()) return Status::Invalid(std::string("config.") + key + ": " + r.status().message());
+    *field = *r;
+  }
   const Json* s3 = nullptr;
   if (f.Object("s3", &s3, false)) {
     static const char* const kS3Keys[] = {

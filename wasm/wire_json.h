@@ -27,7 +27,8 @@
 
 namespace gleaner::edge {
 
-// CoreConfig from JSON; the result is also Validate()d.
+// CoreConfig from JSON (keys = CoreConfig field names; rate limits as "<role>_rate_limit":
+// "RATE:BURST" or "off"); the result is also Validate()d.
 Result<core::CoreConfig> ConfigFromJson(const Json& j);
 
 Result<core::HttpRequest> RequestFromJson(const Json& j);

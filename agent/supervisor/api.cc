@@ -40,8 +40,9 @@ std::string CoordinatorApi::Resolve(const std::string& url) const {
 }
 
 Result<Json> CoordinatorApi::Call(const std::string& method, const std::string& path,
-                                  const Json& body, HttpResponse* raw) {
+                                  const Json& body, HttpResponse* raw, int timeout_ms) {
   HttpCall call;
+  call.timeout_ms = timeout_ms;
   call.method = method;
   call.url = base_ + path;
   call.body = DumpJson(body);
@@ -148,6 +149,7 @@ Result<Assignment> ParseAssignment(const Json& j) {
   FieldReader lr(*lease, "lease.");
   lr.Int("epoch", &a.epoch, true, 1, INT64_MAX);
   lr.Number("heartbeat_interval", &a.heartbeat_interval_s, false, 0.01, 86400);
+  lr.Number("ttl_s", &a.lease_ttl_s, false, 0, 86400 * 7);
   if (!lr.ok()) return lr.status();
   auto inputs = j.find("inputs");
   if (inputs != j.end() && inputs->is_object()) {
@@ -175,6 +177,7 @@ Result<Assignment> ParseAssignment(const Json& j) {
 Result<std::optional<Assignment>> CoordinatorApi::Work(double* retry_after_s) {
   *retry_after_s = 0;
   HttpResponse raw;
+  const auto asked_at = std::chrono::steady_clock::now();
   Result<Json> j = Call("POST", "/v1/work", Json::object(), &raw);
   auto ra = raw.headers.find("retry-after");
   if (ra != raw.headers.end()) *retry_after_s = std::atof(ra->second.c_str());
@@ -182,18 +185,22 @@ Result<std::optional<Assignment>> CoordinatorApi::Work(double* retry_after_s) {
   if (raw.status == 204) return std::optional<Assignment>();
   Result<Assignment> a = ParseAssignment(*j);
   if (!a.ok()) return Status::Unavailable("work response: " + a.status().message());
+  a->leased_at = asked_at;
   return std::optional<Assignment>(std::move(*a));
 }
 
 Result<HeartbeatReply> CoordinatorApi::Heartbeat(const std::string& job, int64_t epoch,
-                                                 int64_t step, double loss, bool has_loss) {
+                                                 int64_t step, double loss, bool has_loss,
+                                                 int timeout_ms) {
   Json body = {{"epoch", epoch}, {"step", step}};
   if (has_loss && loss == loss) body["loss"] = loss;
-  Result<Json> j = Call("POST", "/v1/jobs/" + job + "/heartbeat", body);
+  Result<Json> j = Call("POST", "/v1/jobs/" + job + "/heartbeat", body, nullptr, timeout_ms);
   if (!j.ok()) return j.status();
   HeartbeatReply r;
   auto c = j->find("cancel");
   r.cancel = c != j->end() && c->is_boolean() && c->get<bool>();
+  auto ttl = j->find("ttl_s");
+  if (ttl != j->end() && ttl->is_number() && ttl->get<double>() > 0) r.ttl_s = ttl->get<double>();
   return r;
 }
 

@@ -6,6 +6,7 @@
 // start; SetToken is not synchronised).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -31,6 +32,11 @@ struct Assignment {
   int64_t steps = 0;
   int64_t epoch = 0;
   double heartbeat_interval_s = 30;
+  // The lease's length (lease.ttl_s; 0 = not sent) and when this agent asked for it: the lease
+  // cannot have been granted before leased_at, so it is still valid at least until
+  // leased_at + ttl (steady clock; no wall clocks are compared).
+  double lease_ttl_s = 0;
+  std::chrono::steady_clock::time_point leased_at{};
   std::vector<RemoteObject> inputs;
   std::optional<RemoteObject> resume;
   int64_t resume_step = 0;
@@ -38,6 +44,7 @@ struct Assignment {
 
 struct HeartbeatReply {
   bool cancel = false;
+  double ttl_s = 0;  // the lease now lasts this long from the server's receipt (0 = not sent)
 };
 
 struct OutputFile {
@@ -58,8 +65,9 @@ class CoordinatorApi {
                                 const std::string& agent_version);
   // nullopt = no work now; *retry_after_s gets the server's Retry-After (seconds) or 0.
   Result<std::optional<Assignment>> Work(double* retry_after_s);
+  // timeout_ms bounds the whole call (the lease may run out while a reply is awaited).
   Result<HeartbeatReply> Heartbeat(const std::string& job, int64_t epoch, int64_t step, double loss,
-                                   bool has_loss);
+                                   bool has_loss, int timeout_ms = 30000);
   // Upload URL for the checkpoint of `step`.
   Result<std::string> CreateCheckpoint(const std::string& job, int64_t epoch, int64_t step);
   Status CommitCheckpoint(const std::string& job, int64_t epoch, int64_t step,
@@ -83,7 +91,7 @@ class CoordinatorApi {
 
  private:
   Result<Json> Call(const std::string& method, const std::string& path, const Json& body,
-                    HttpResponse* raw = nullptr);
+                    HttpResponse* raw = nullptr, int timeout_ms = 30000);
   HttpClient* http_;
   std::string base_;
   std::string token_;

@@ -3,7 +3,9 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -76,6 +78,15 @@ class Run {
   // Gives up retrying when the lease is lost or the shutdown deadline is near.
   bool GiveUp() const { return lost_ || canceled_ || SecondsLeft(sd_) < 0.5; }
   void HeartbeatLoop();
+  // The lease as this agent knows it: it ends lease_deadline_ (steady clock ticks), a margin
+  // before it could expire on the coordinator. Past it, the trainer is stopped and the job is
+  // treated as lost, so a partitioned agent never trains on a lease someone else may hold.
+  double LeaseSecondsLeft() const;
+  void ExtendLease(Clock::time_point asked_at, double ttl_s);
+  void ExpireLease();
+  double DefaultTtl() const {
+    return job_.lease_ttl_s > 0 ? job_.lease_ttl_s : 2 * job_.heartbeat_interval_s;
+  }
   void OnStdout(const std::string& line);
   void OnStderr(const std::string& line);
   Status PrepareInputs(Json* inputs);
@@ -109,6 +120,7 @@ class Run {
   std::string error_reason_;
   ChildProcess* child_ = nullptr;
   std::atomic<bool> lost_{false}, canceled_{false};
+  std::atomic<Clock::rep> lease_deadline_{0};
   // Set before the final complete/fail/release call: a 409 from a heartbeat racing it is the
   // coordinator having accepted that call, not a lost lease.
   std::atomic<bool> finishing_{false};
@@ -121,10 +133,46 @@ void Run::KillTrainer(int sig) {
   if (child_ != nullptr) child_->Signal(sig);
 }
 
+double Run::LeaseSecondsLeft() const {
+  return std::chrono::duration<double>(Clock::time_point(Clock::duration(lease_deadline_)) -
+                                       Clock::now())
+      .count();
+}
+
+void Run::ExtendLease(Clock::time_point asked_at, double ttl_s) {
+  // Stop a little before the lease ends: the trainer must be dead before anyone else may claim
+  // the job (the kill, and the coordinator's claim, take a moment).
+  const double margin = std::min(2.0, ttl_s / 4);
+  lease_deadline_ =
+      std::chrono::duration_cast<Clock::duration>(
+          (asked_at + std::chrono::duration<double>(ttl_s - margin)).time_since_epoch())
+          .count();
+}
+
+void Run::ExpireLease() {
+  if (lost_.exchange(true)) return;
+  Log("job %s: no heartbeat accepted in time and the lease is about to expire: lease lost, "
+      "stopping the trainer",
+      job_.job_id.c_str());
+  KillTrainer(SIGKILL);
+}
+
 void Run::HeartbeatLoop() {
-  double interval =
+  const double interval =
       config_.heartbeat_override_s > 0 ? config_.heartbeat_override_s : job_.heartbeat_interval_s;
-  while (!hb_stop_.WaitFor(interval)) {
+  // After a failed heartbeat, retry soon: the lease is only ttl long.
+  const double retry = std::min(1.0, interval / 4);
+  // The usual cadence (billing counts heartbeats x interval), unless an interval that does not
+  // fit the lease (--heartbeat-interval) would let it run out first.
+  auto cadence = [&] {
+    const double left = LeaseSecondsLeft();
+    return interval <= left * 0.75 ? interval : std::max(0.0, left / 2);
+  };
+  double wait = cadence();
+  while (true) {
+    if (hb_stop_.WaitFor(std::max(0.0, std::min(wait, LeaseSecondsLeft())))) return;
+    if (finishing_) return;
+    if (LeaseSecondsLeft() <= 0) return ExpireLease();
     double loss;
     bool has_loss;
     {
@@ -132,7 +180,14 @@ void Run::HeartbeatLoop() {
       loss = loss_;
       has_loss = has_loss_;
     }
-    Result<HeartbeatReply> r = api_->Heartbeat(job_.job_id, job_.epoch, step_, loss, has_loss);
+    const Clock::time_point asked_at = Clock::now();
+    // Never wait for a reply past the lease's end, and leave time for a retry when the
+    // lease allows it (a call stuck on a dead connection must not use up the whole lease).
+    const double left = LeaseSecondsLeft();
+    const int timeout_ms = int(
+        1000 * std::clamp(std::min(left, std::max(1.0, std::min(interval, left / 2))), 0.1, 30.0));
+    Result<HeartbeatReply> r =
+        api_->Heartbeat(job_.job_id, job_.epoch, step_, loss, has_loss, timeout_ms);
     if (finishing_) return;
     if (!r.ok()) {
       if (r.status().code() == Code::kConflict) {
@@ -143,6 +198,7 @@ void Run::HeartbeatLoop() {
         return;
       }
       Log("job %s: heartbeat failed: %s", job_.job_id.c_str(), r.status().ToString().c_str());
+      wait = retry;
       continue;
     }
     if (r->cancel) {
@@ -151,6 +207,9 @@ void Run::HeartbeatLoop() {
       KillTrainer(SIGKILL);
       return;
     }
+    ExtendLease(asked_at, r->ttl_s > 0 ? r->ttl_s : DefaultTtl());
+    wait =
+        std::max(0.0, cadence() - std::chrono::duration<double>(Clock::now() - asked_at).count());
   }
 }
 
@@ -370,6 +429,7 @@ JobOutcome Run::Go() {
     api_->Release(job_.job_id, job_.epoch, "node storage error");
     return JobOutcome::kReleased;
   }
+  ExtendLease(job_.leased_at == Clock::time_point{} ? Clock::now() : job_.leased_at, DefaultTtl());
   std::thread heartbeat([this] { HeartbeatLoop(); });
   struct Joiner {
     StopToken* stop;
@@ -419,6 +479,9 @@ JobOutcome Run::Go() {
   int wait_status = 0;
   while (!(*child)->WaitFor(100, &wait_status)) {
     sd_->board.Progress(step_, uploader_->last_committed());
+    // The heartbeat thread stops the trainer when the lease runs out; this covers a heartbeat
+    // call that is itself stuck past that moment.
+    if (!lost_ && LeaseSecondsLeft() <= 0) ExpireLease();
     if (Yielding(sd_) && !forwarded) {
       Log("job %s: %s: asking the trainer to checkpoint", job_.job_id.c_str(),
           sd_->stop.requested() ? "shutdown requested" : "handing the job back");

@@ -27,9 +27,17 @@ Status CoreConfig::Validate() const {
   if (public_url.rfind("http://", 0) != 0 && public_url.rfind("https://", 0) != 0) {
     return Status::Invalid("public URL must start with http:// or https://");
   }
-  if (s3.enabled() && (s3.bucket.empty() || s3.access_key_id.empty() ||
-                       s3.secret_access_key.empty())) {
+  if (s3.enabled() &&
+      (s3.bucket.empty() || s3.access_key_id.empty() || s3.secret_access_key.empty())) {
     return Status::Invalid("S3 needs a bucket and credentials when an endpoint is set");
+  }
+  if (max_active_jobs < 0) return Status::Invalid("max active jobs must be >= 0 (0 = no limit)");
+  if (max_spec_bytes < 1024 || max_spec_bytes > (int64_t(1) << 30)) {
+    return Status::Invalid("max spec bytes must be in [1024, 1073741824]");
+  }
+  for (const RateLimit* r : {&developer_rate, &node_rate, &operator_rate, &enroll_rate}) {
+    if (r->limited() && !(r->burst >= 1))
+      return Status::Invalid("a rate limit's burst must be >= 1");
   }
   return Status::Ok();
 }

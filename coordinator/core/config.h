@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "coordinator/core/rate_limit.h"
 #include "shared/status.h"
 
 namespace gleaner::core {
@@ -39,6 +40,16 @@ struct CoreConfig {
   int64_t max_checkpoint_bytes = int64_t(16) << 30;
   int64_t max_output_bytes = int64_t(16) << 30;
   S3Config s3;
+
+  // Per-caller request rates by role, checked after authentication (rate_limit.h): each API key
+  // and each node has its own bucket. A node heartbeats every heartbeat_interval_s and polls
+  // /v1/work every retry_after_s; the node default is many times that.
+  RateLimit developer_rate{10, 100};
+  RateLimit node_rate{2, 60};
+  RateLimit operator_rate{100, 1000};
+  RateLimit enroll_rate{10, 500};
+  int64_t max_active_jobs = 100;      // pending + running jobs per developer key; 0 = no limit
+  int64_t max_spec_bytes = 64 << 10;  // stored job spec (JSON text) of POST /v1/jobs
 
   Status Validate() const;
 };

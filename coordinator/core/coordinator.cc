@@ -8,7 +8,8 @@
 
 namespace gleaner::core {
 
-Coordinator::Coordinator(CoreConfig config) : config_(std::move(config)) {}
+Coordinator::Coordinator(CoreConfig config, RateLimiter* limiter)
+    : config_(std::move(config)), limiter_(limiter) {}
 
 Plan Coordinator::MigrationPlan() const {
   Batch probe;
@@ -54,7 +55,7 @@ Plan Coordinator::BootstrapOperatorPlan(const std::string& token, int64_t now_ms
 }
 
 Plan Coordinator::Handle(const HttpRequest& request) const {
-  return RouteRequest(&config_, request);
+  return RouteRequest(&config_, limiter_, request);
 }
 
 Plan Coordinator::MaintenancePlan(int64_t now_ms, const PoolObservation& pool) const {

@@ -18,6 +18,7 @@
 #include "coordinator/core/config.h"
 #include "coordinator/core/http.h"
 #include "coordinator/core/plan.h"
+#include "coordinator/core/rate_limit.h"
 
 namespace gleaner::core {
 
@@ -38,7 +39,10 @@ struct BlobGrant {
 
 class Coordinator {
  public:
-  explicit Coordinator(CoreConfig config);
+  // limiter (optional, owned by the shell, must outlive this): where per-caller rate-limit
+  // buckets live (rate_limit.h). Handle() calls it from any thread, so it must be thread-safe
+  // when Handle() is called concurrently. Null: no rate limits.
+  explicit Coordinator(CoreConfig config, RateLimiter* limiter = nullptr);
 
   const CoreConfig& config() const { return config_; }
 
@@ -76,6 +80,7 @@ class Coordinator {
 
  private:
   CoreConfig config_;
+  RateLimiter* limiter_;
 };
 
 }  // namespace gleaner::core

@@ -1,5 +1,7 @@
 #include "coordinator/core/router.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "coordinator/core/routes.h"
@@ -79,6 +81,17 @@ std::string BearerToken(const HttpRequest& req) {
   return token;
 }
 
+// 429 with Retry-After in whole seconds (at least 1, as HTTP has no fractions).
+Plan RateLimited(double retry_after_s, const RateLimit& limit) {
+  const int64_t secs = std::max<int64_t>(1, int64_t(std::ceil(retry_after_s)));
+  HttpResponse resp =
+      ErrorResponse(429, "rate_limited",
+                    "too many requests for this token (limit " + FormatRateLimit(limit) +
+                        " requests per second : burst); retry in " + std::to_string(secs) + " s");
+  resp.headers.emplace_back("Retry-After", std::to_string(secs));
+  return Plan::Respond(std::move(resp));
+}
+
 Plan Dispatch(std::shared_ptr<Ctx> ctx, const RouteInfo* route) {
   if (route->json_body) {
     const std::string& body = ctx->req.body;
@@ -140,7 +153,22 @@ const RouteInfo* FindRoute(const std::string& method, const std::string& path) {
   return nullptr;
 }
 
-Plan RouteRequest(const CoreConfig* config, const HttpRequest& request) {
+RateLimit RoleRateLimit(const CoreConfig& config, unsigned role_bit) {
+  switch (role_bit) {
+    case kDev:
+      return config.developer_rate;
+    case kNode:
+      return config.node_rate;
+    case kOp:
+      return config.operator_rate;
+    case kEnroll:
+      return config.enroll_rate;
+    default:
+      return RateLimit{};
+  }
+}
+
+Plan RouteRequest(const CoreConfig* config, RateLimiter* limiter, const HttpRequest& request) {
   std::vector<std::string> segs = Split(request.path);
   std::vector<std::string> args;
   const RouteInfo* route = nullptr;
@@ -190,7 +218,7 @@ Plan RouteRequest(const CoreConfig* config, const HttpRequest& request) {
   Batch b;
   b.Add("SELECT id, role FROM api_keys WHERE token_hash = ? AND revoked_at IS NULL", {hash});
   b.Add("SELECT id, gpu_name, vram_mb, state FROM nodes WHERE token_hash = ?", {hash});
-  return Plan::Run(std::move(b), [ctx, route](BatchResult r) -> Plan {
+  return Plan::Run(std::move(b), [ctx, route, limiter](BatchResult r) -> Plan {
     if (!r.status.ok()) return DbFail(r.status);
     Caller& c = ctx->caller;
     const Rows& keys = r.results[0];
@@ -215,6 +243,11 @@ Plan RouteRequest(const CoreConfig* config, const HttpRequest& request) {
       return Plan::Fail(Status(Code::kPermissionDenied,
                                std::string("this route needs the ") + RolesText(route->roles) +
                                    " role; the token has the " + RoleName(c.role) + " role"));
+    }
+    if (limiter != nullptr) {
+      RateDecision d = limiter->Take(std::string(RoleName(c.role)) + ":" + c.id,
+                                     RoleRateLimit(*ctx->config, c.role), ctx->now());
+      if (!d.allowed) return RateLimited(d.retry_after_s, RoleRateLimit(*ctx->config, c.role));
     }
     return Dispatch(ctx, route);
   });

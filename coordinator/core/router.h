@@ -1,7 +1,7 @@
 // The route table of API v1 and the request pipeline:
 //   match (404 unknown path, 405 wrong method) -> body size (413) -> bearer token (401) ->
 //   one auth batch (token hash in api_keys / nodes; 401 unknown, 403 wrong role) ->
-//   JSON body (400) -> handler.
+//   rate limit of the caller's role (429 + Retry-After) -> JSON body (400) -> handler.
 // Public so tests and docs can enumerate every route with its roles.
 #pragma once
 
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "coordinator/core/context.h"
+#include "coordinator/core/rate_limit.h"
 
 namespace gleaner::core {
 
@@ -26,7 +27,10 @@ const std::vector<RouteInfo>& Routes();
 // path, so ids do not become label values).
 const RouteInfo* FindRoute(const std::string& method, const std::string& path);
 
-// The whole pipeline for one request.
-Plan RouteRequest(const CoreConfig* config, const HttpRequest& request);
+// The whole pipeline for one request. limiter (may be null: no rate limits) holds the buckets.
+Plan RouteRequest(const CoreConfig* config, RateLimiter* limiter, const HttpRequest& request);
+
+// The configured rate limit of a role bit (unlimited for public routes).
+RateLimit RoleRateLimit(const CoreConfig& config, unsigned role_bit);
 
 }  // namespace gleaner::core

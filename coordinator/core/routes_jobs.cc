@@ -143,12 +143,25 @@ Plan HandleCreateJob(CtxPtr ctx) {
   if (idem.size() > 200)
     return Plan::Fail(Status::Invalid("Idempotency-Key is longer than 200 bytes"));
   std::string spec_text = DumpJson(spec);
+  if (int64_t(spec_text.size()) > config.max_spec_bytes) {
+    return Plan::Fail(Status(Code::kTooLarge,
+                             "the job spec is " + std::to_string(spec_text.size()) +
+                                 " bytes; the limit is " + std::to_string(config.max_spec_bytes)));
+  }
   std::string id = NewId(ctx->req.entropy, "j");
 
   // Every input must name an upload this caller may use, with the same sha256 (and, with the
   // built-in store, an object already stored). Checked inside the INSERT: one batch.
   std::string cond = "1";
   std::vector<SqlValue> cond_params;
+  // Developers may hold at most max_active_jobs pending or running jobs (operators: no limit).
+  const int64_t active_limit = ctx->caller.is_operator() ? 0 : config.max_active_jobs;
+  const char* kActiveCount =
+      "(SELECT COUNT(*) FROM jobs WHERE owner_key_id = ? AND state IN ('pending', 'running'))";
+  if (active_limit > 0) {
+    cond += std::string(" AND ") + kActiveCount + " < ?";
+    cond_params = {ctx->caller.id, active_limit};
+  }
   for (const InputRef& in : inputs) {
     cond +=
         " AND EXISTS (SELECT 1 FROM uploads WHERE key = ? AND sha256 = ? AND " + OwnerSql() + ")";
@@ -182,7 +195,8 @@ Plan HandleCreateJob(CtxPtr ctx) {
       "FROM uploads WHERE key IN (" +
           in_list + ") AND " + OwnerSql(),
       Cat(in_params, OwnerParams(*ctx)));
-  return Plan::Run(std::move(b), [ctx, inputs, spec_text](BatchResult res) -> Plan {
+  b.Add(std::string("SELECT ") + kActiveCount + " AS n", {ctx->caller.id});
+  return Plan::Run(std::move(b), [ctx, inputs, spec_text, active_limit](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     if (!res.results[1].empty()) return RespondJson(201, JobJson(res.results[1], 0, ctx->now()));
     const Rows& prior = res.results[2];
@@ -194,6 +208,12 @@ Plan HandleCreateJob(CtxPtr ctx) {
       HttpResponse resp = HttpResponse::Json(200, JobJson(prior, 0, ctx->now()));
       resp.headers.emplace_back("Idempotent-Replayed", "true");
       return Plan::Respond(std::move(resp));
+    }
+    if (active_limit > 0 && res.results[4].Get(0, "n").AsInt() >= active_limit) {
+      return Plan::Respond(ErrorResponse(
+          429, "too_many_jobs",
+          "this key already has " + std::to_string(active_limit) +
+              " pending or running jobs (the limit); wait for some to finish or cancel some"));
     }
     const Rows& ups = res.results[3];
     for (const InputRef& in : inputs) {

@@ -19,6 +19,7 @@
 #include "coordinator/native/maintenance.h"
 #include "coordinator/native/options.h"
 #include "coordinator/native/plan_runner.h"
+#include "coordinator/native/rate_limiter.h"
 #include "coordinator/native/signing_key.h"
 #include "coordinator/native/tls.h"
 
@@ -156,7 +157,8 @@ int Serve(const std::vector<std::string>& args) {
     opts.core.public_url =
         std::string(tls ? "https://" : "http://") + host + ":" + std::to_string(*port);
   }
-  core::Coordinator coordinator(opts.core);
+  LockedRateLimiter limiter;
+  core::Coordinator coordinator(opts.core, &limiter);
 
   if (!opts.port_file.empty()) {
     // Connections made from now on wait in the listen backlog until Serve() accepts them.

@@ -60,6 +60,13 @@ Status SetListen(ServeOptions* o, const std::string& v) {
     o->field = type(i);                                              \
     return Status::Ok();                                             \
   }
+#define RATE(field, name)                                                                 \
+  [](ServeOptions* o, const std::string& s, double, int64_t, bool) {                      \
+    Result<core::RateLimit> r = core::ParseRateLimit(s);                                  \
+    if (!r.ok()) return Status::Invalid(std::string(name) + ": " + r.status().message()); \
+    o->field = *r;                                                                        \
+    return Status::Ok();                                                                  \
+  }
 #define BOOL(expr)                                                   \
   [](ServeOptions* o, const std::string&, double, int64_t, bool b) { \
     expr;                                                            \
@@ -116,6 +123,23 @@ const std::vector<Spec>& Specs() {
        INT(core.max_checkpoint_bytes, int64_t)},
       {"max-output-bytes", Kind::kInt, "largest result file, bytes (16 GiB)",
        INT(core.max_output_bytes, int64_t)},
+      {"developer-rate-limit", Kind::kString,
+       "requests per second : burst per developer key, or off (10:100)",
+       RATE(core.developer_rate, "developer-rate-limit")},
+      {"node-rate-limit", Kind::kString,
+       "requests per second : burst per node (agents' heartbeats, work polls) (2:60)",
+       RATE(core.node_rate, "node-rate-limit")},
+      {"operator-rate-limit", Kind::kString,
+       "requests per second : burst per operator key (100:1000)",
+       RATE(core.operator_rate, "operator-rate-limit")},
+      {"enroll-rate-limit", Kind::kString,
+       "requests per second : burst per enroll key (node registrations) (10:500)",
+       RATE(core.enroll_rate, "enroll-rate-limit")},
+      {"max-active-jobs", Kind::kInt,
+       "pending + running jobs a developer key may hold; 0 = no limit (100)",
+       INT(core.max_active_jobs, int64_t)},
+      {"max-spec-bytes", Kind::kInt, "largest stored job spec, bytes (65536)",
+       INT(core.max_spec_bytes, int64_t)},
       {"s3-endpoint", Kind::kString,
        "S3-compatible endpoint URL; set to store objects in S3 instead of the data dir",
        STR(core.s3.endpoint)},
@@ -189,6 +213,7 @@ const std::vector<Spec>& Specs() {
 #undef SECS
 #undef INT
 #undef BOOL
+#undef RATE
 
 const Spec* FindSpec(const std::string& name) {
   for (const Spec& s : Specs()) {

@@ -500,3 +500,47 @@ test("operator: prices, nodes and the cost report", async () => {
   assert.match(metrics.text, /^gleaner_blob_bytes \d+$/m);
   expectError(await call("GET", "/metrics"), 401, "unauthenticated");
 });
+
+// Its own server: the shared one runs without rate limits (see targets.mjs).
+test("limits: 429 + Retry-After per token, recovery after the refill; too_many_jobs", { skip: !!external }, async () => {
+  const extraArgs =
+    targetKind === "native"
+      ? ["--developer-rate-limit", "2:2", "--max-active-jobs", "1"]
+      : ["--config", JSON.stringify({ developer_rate_limit: "2:2", max_active_jobs: 1 })];
+  const limited = await startTarget(targetKind, { bin: flag("--bin"), extraArgs });
+  try {
+    const b = limited.base;
+    const mint = async () => {
+      const k = await call("POST", `${b}/v1/keys`, {
+        token: limited.operatorToken,
+        body: { role: "developer", name: "limits" },
+      });
+      assert.equal(k.status, 201);
+      return k.json.token;
+    };
+    const dev = await mint();
+    for (let i = 0; i < 2; i++) assert.equal((await call("GET", `${b}/v1/jobs`, { token: dev })).status, 200);
+    const refused = await call("GET", `${b}/v1/jobs`, { token: dev });
+    assert.equal(refused.status, 429);
+    assert.equal(refused.json.error.code, "rate_limited");
+    assert.equal(refused.headers.get("retry-after"), "1");
+    assert.equal((await call("GET", `${b}/v1/jobs`, { token: await mint() })).status, 200);
+    const t0 = Date.now();
+    let recovered = false;
+    while (!recovered && Date.now() - t0 < 5000) {
+      await new Promise((r) => setTimeout(r, 100));
+      recovered = (await call("GET", `${b}/v1/jobs`, { token: dev })).status === 200;
+    }
+    assert.ok(recovered, "the token recovers once its bucket refills");
+    assert.ok(Date.now() - t0 >= 300, "not before a token is back (0.5 s at 2/s)");
+
+    const submitter = await mint();
+    const job = { kind: "synthetic", params: { steps: 10 } };
+    assert.equal((await call("POST", `${b}/v1/jobs`, { token: submitter, body: job })).status, 201);
+    const second = await call("POST", `${b}/v1/jobs`, { token: submitter, body: job });
+    assert.equal(second.status, 429);
+    assert.equal(second.json.error.code, "too_many_jobs");
+  } finally {
+    await limited.stop();
+  }
+});

@@ -38,6 +38,19 @@ CoordinatorProcess::CoordinatorProcess(std::string dir, CoordinatorOptions optio
   }
   spec.args.insert(spec.args.end(), options_.extra_args.begin(), options_.extra_args.end());
   spec.env = options_.env;
+  // Test clients poll, and test agents heartbeat, far faster than production ones, and some
+  // tests submit thousands of jobs: no rate or active-job limits unless the test asks (its
+  // flags, or its own values of these variables, win).
+  const std::pair<const char*, const char*> unlimited[] = {{"GLEANER_DEVELOPER_RATE_LIMIT", "off"},
+                                                           {"GLEANER_NODE_RATE_LIMIT", "off"},
+                                                           {"GLEANER_OPERATOR_RATE_LIMIT", "off"},
+                                                           {"GLEANER_ENROLL_RATE_LIMIT", "off"},
+                                                           {"GLEANER_MAX_ACTIVE_JOBS", "0"}};
+  for (const auto& [var, value] : unlimited) {
+    bool set = false;
+    for (const auto& kv : options_.env) set = set || kv.first == var;
+    if (!set) spec.env.emplace_back(var, value);
+  }
   if (!options_.operator_token.empty()) {
     spec.env.emplace_back("GLEANER_OPERATOR_TOKEN", options_.operator_token);
   }

@@ -56,7 +56,9 @@ inline CoreConfig TestConfig() {
 
 class TestEnv {
  public:
-  explicit TestEnv(CoreConfig config = TestConfig()) : coord(std::move(config)) {
+  // limiter: where rate-limit buckets live (null: no rate limits).
+  explicit TestEnv(CoreConfig config = TestConfig(), core::RateLimiter* limiter = nullptr)
+      : coord(std::move(config), limiter) {
     auto opened = native::SqliteExecutor::Open({":memory:"});
     REQUIRE(opened.ok());
     db = std::move(opened).value();

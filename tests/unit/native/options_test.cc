@@ -155,3 +155,27 @@ TEST_CASE("usage lists every setting", "[options]") {
     CHECK(usage.find(flag) != std::string::npos);
   }
 }
+
+TEST_CASE("rate limits and job limits from flags, environment and config file", "[options]") {
+  World w;
+  auto o = w.Parse(kRequired);
+  REQUIRE(o.ok());
+  CHECK(o->core.node_rate.per_second == 2);
+  CHECK(o->core.node_rate.burst == 60);
+  CHECK(o->core.max_active_jobs == 100);
+  w.env["GLEANER_NODE_RATE_LIMIT"] = "off";
+  w.env["GLEANER_DEVELOPER_RATE_LIMIT"] = "1:5";
+  w.files["g.conf"] = "operator-rate-limit = 0.5:10\nmax-active-jobs = 7\n";
+  o = w.Parse(
+      With({"--config", "g.conf", "--developer-rate-limit", "3:30", "--max-spec-bytes", "2048"}));
+  REQUIRE(o.ok());
+  CHECK_FALSE(o->core.node_rate.limited());
+  CHECK(o->core.developer_rate.per_second == 3);
+  CHECK(o->core.developer_rate.burst == 30);
+  CHECK(o->core.operator_rate.per_second == 0.5);
+  CHECK(o->core.max_active_jobs == 7);
+  CHECK(o->core.max_spec_bytes == 2048);
+  auto bad = w.Parse(With({"--enroll-rate-limit", "fast"}));
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("enroll-rate-limit") != std::string::npos);
+}
