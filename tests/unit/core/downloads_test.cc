@@ -115,7 +115,7 @@ TEST_CASE("downloads: resume is present only once a checkpoint is committed", "[
   CHECK(Authorized(env, resume["url"]) == "jobs/" + job + "/ckpt/e1/s0000000020");
 }
 
-TEST_CASE("downloads: only the lease holder gets URLs (409 stale, other node, expired; 404)",
+TEST_CASE("downloads: only the lease holder gets URLs, others 409 and unknown jobs 404",
           "[downloads]") {
   TestEnv env(ShortUrls());
   std::string dev = env.Developer();
