@@ -118,6 +118,31 @@ bool ReadObject(const Json& j, const std::string& name, RemoteObject* out, Statu
 
 }  // namespace
 
+Result<Downloads> ParseDownloads(const Json& j) {
+  Downloads d;
+  auto inputs = j.find("inputs");
+  if (inputs != j.end() && inputs->is_object()) {
+    for (auto it = inputs->begin(); it != inputs->end(); ++it) {
+      if (!it->is_object()) continue;
+      RemoteObject o;
+      Status st;
+      if (!ReadObject(*it, it.key(), &o, &st)) return st;
+      d.inputs.push_back(o);
+    }
+  }
+  auto resume = j.find("resume");
+  if (resume != j.end() && resume->is_object()) {
+    RemoteObject o;
+    Status st;
+    if (!ReadObject(*resume, "resume", &o, &st)) return st;
+    FieldReader rr(*resume, "resume.");
+    rr.Int("step", &d.resume_step, true, 0, int64_t(1) << 40);
+    if (!rr.ok()) return rr.status();
+    d.resume = o;
+  }
+  return d;
+}
+
 Result<Assignment> ParseAssignment(const Json& j) {
   Assignment a;
   if (!j.is_object()) return Status::Invalid("work response is not an object");
@@ -151,26 +176,11 @@ Result<Assignment> ParseAssignment(const Json& j) {
   lr.Number("heartbeat_interval", &a.heartbeat_interval_s, false, 0.01, 86400);
   lr.Number("ttl_s", &a.lease_ttl_s, false, 0, 86400 * 7);
   if (!lr.ok()) return lr.status();
-  auto inputs = j.find("inputs");
-  if (inputs != j.end() && inputs->is_object()) {
-    for (auto it = inputs->begin(); it != inputs->end(); ++it) {
-      if (!it->is_object()) continue;
-      RemoteObject o;
-      Status st;
-      if (!ReadObject(*it, it.key(), &o, &st)) return st;
-      a.inputs.push_back(o);
-    }
-  }
-  auto resume = j.find("resume");
-  if (resume != j.end() && resume->is_object()) {
-    RemoteObject o;
-    Status st;
-    if (!ReadObject(*resume, "resume", &o, &st)) return st;
-    FieldReader rr(*resume, "resume.");
-    rr.Int("step", &a.resume_step, true, 0, int64_t(1) << 40);
-    if (!rr.ok()) return rr.status();
-    a.resume = o;
-  }
+  Result<Downloads> d = ParseDownloads(j);
+  if (!d.ok()) return d.status();
+  a.inputs = std::move(d->inputs);
+  a.resume = std::move(d->resume);
+  a.resume_step = d->resume_step;
   return a;
 }
 
@@ -187,6 +197,14 @@ Result<std::optional<Assignment>> CoordinatorApi::Work(double* retry_after_s) {
   if (!a.ok()) return Status::Unavailable("work response: " + a.status().message());
   a->leased_at = asked_at;
   return std::optional<Assignment>(std::move(*a));
+}
+
+Result<Downloads> CoordinatorApi::FreshDownloads(const std::string& job, int64_t epoch) {
+  Result<Json> j = Call("POST", "/v1/jobs/" + job + "/downloads", Json{{"epoch", epoch}});
+  if (!j.ok()) return j.status();
+  Result<Downloads> d = ParseDownloads(*j);
+  if (!d.ok()) return Status::Unavailable("downloads: " + d.status().message());
+  return d;
 }
 
 Result<HeartbeatReply> CoordinatorApi::Heartbeat(const std::string& job, int64_t epoch,

@@ -24,6 +24,13 @@ struct RemoteObject {
   int64_t size = -1;  // -1 when the coordinator did not say
 };
 
+// Where to download a job's inputs and resume checkpoint (claim, or POST .../downloads).
+struct Downloads {
+  std::vector<RemoteObject> inputs;
+  std::optional<RemoteObject> resume;
+  int64_t resume_step = 0;
+};
+
 struct Assignment {
   std::string job_id;
   std::string kind;
@@ -66,6 +73,9 @@ class CoordinatorApi {
   // nullopt = no work now; *retry_after_s gets the server's Retry-After (seconds) or 0.
   Result<std::optional<Assignment>> Work(double* retry_after_s);
   // timeout_ms bounds the whole call (the lease may run out while a reply is awaited).
+  // The claim's inputs and resume with freshly minted URLs (the first ones expire after
+  // blob_url_ttl_s, which a long download can outlast).
+  Result<Downloads> FreshDownloads(const std::string& job, int64_t epoch);
   Result<HeartbeatReply> Heartbeat(const std::string& job, int64_t epoch, int64_t step, double loss,
                                    bool has_loss, int timeout_ms = 30000);
   // Upload URL for the checkpoint of `step`.
@@ -101,5 +111,7 @@ class CoordinatorApi {
 Status StatusFromHttp(int status, const std::string& body);
 
 Result<Assignment> ParseAssignment(const Json& j);
+// The "inputs" and "resume" members of a claim or downloads response.
+Result<Downloads> ParseDownloads(const Json& j);
 
 }  // namespace gleaner::agent

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -91,6 +92,10 @@ class Run {
   void OnStderr(const std::string& line);
   Status PrepareInputs(Json* inputs);
   std::string PrepareResume();
+  // Runs download(*obj) with retries; when storage refuses the URL (403: it expired during an
+  // earlier long download), asks the coordinator once for fresh URLs and tries again.
+  Status Download(const std::string& what, RemoteObject* obj,
+                  const std::function<Status(const RemoteObject&)>& download);
   JobOutcome Finish(int wait_status, bool interrupted_by_us);
   JobOutcome Complete();
   JobOutcome ReportFailure(const std::string& reason);
@@ -251,18 +256,48 @@ void Run::OnStderr(const std::string& line) {
   while (stderr_tail_.size() > 20) stderr_tail_.pop_front();
 }
 
+Status Run::Download(const std::string& what, RemoteObject* obj,
+                     const std::function<Status(const RemoteObject&)>& download) {
+  auto give_up = [this] { return GiveUp() || sd_->stop.requested(); };
+  auto attempt = [&] { return download(*obj); };
+  Status s = Retry(what, attempt, give_up, &sd_->stop);
+  if (s.code() != Code::kPermissionDenied) return s;
+  Log("job %s: %s: URL refused (%s); asking for fresh URLs", job_.job_id.c_str(), what.c_str(),
+      s.message().c_str());
+  Result<Downloads> fresh = Status::Unavailable("not asked");
+  Status asked = Retry(
+      "fresh download URLs",
+      [&] {
+        fresh = api_->FreshDownloads(job_.job_id, job_.epoch);
+        return fresh.status();
+      },
+      give_up, &sd_->stop);
+  if (asked.code() == Code::kConflict) {
+    Log("job %s: fresh URLs refused (%s): lease lost", job_.job_id.c_str(),
+        asked.message().c_str());
+    lost_ = true;
+  }
+  if (!asked.ok()) return asked;
+  for (const RemoteObject& in : fresh->inputs) {
+    for (RemoteObject& mine : job_.inputs) {
+      if (mine.name == in.name && mine.sha256 == in.sha256) mine.url = in.url;
+    }
+  }
+  if (job_.resume && fresh->resume && fresh->resume->sha256 == job_.resume->sha256) {
+    job_.resume->url = fresh->resume->url;
+  }
+  return Retry(what, attempt, give_up, &sd_->stop);
+}
+
 Status Run::PrepareInputs(Json* inputs) {
   std::set<std::string> keep;
-  for (const RemoteObject& in : job_.inputs) {
+  for (RemoteObject& in : job_.inputs) {
     std::string path;
-    Status s = Retry(
-        "input " + in.name,
-        [&] {
-          Result<std::string> p = cache_->Fetch(api_, in);
-          if (p.ok()) path = *p;
-          return p.status();
-        },
-        [this] { return GiveUp() || sd_->stop.requested(); }, &sd_->stop);
+    Status s = Download("input " + in.name, &in, [&](const RemoteObject& o) {
+      Result<std::string> p = cache_->Fetch(api_, o);
+      if (p.ok()) path = *p;
+      return p.status();
+    });
     if (!s.ok()) return Status(s.code(), "input " + in.name + ": " + s.message());
     (*inputs)[in.name] = path;
     keep.insert(path);
@@ -273,12 +308,11 @@ Status Run::PrepareInputs(Json* inputs) {
 
 std::string Run::PrepareResume() {
   if (!job_.resume) return "";
-  const RemoteObject& r = *job_.resume;
   std::string archive = files::Join(work_dir_, "resume.gckpt");
   std::string dir = files::Join(work_dir_, "resume");
-  Status s = Retry(
-      "resume checkpoint", [&] { return DownloadVerified(api_, r.url, r.sha256, r.size, archive); },
-      [this] { return GiveUp() || sd_->stop.requested(); }, &sd_->stop);
+  Status s = Download("resume checkpoint", &*job_.resume, [&](const RemoteObject& r) {
+    return DownloadVerified(api_, r.url, r.sha256, r.size, archive);
+  });
   if (s.ok()) {
     Result<CheckpointManifest> m = UnpackCheckpoint(archive, dir);
     if (!m.ok()) {

@@ -123,6 +123,7 @@ const std::vector<RouteInfo>& Routes() {
       {"GET", "/v1/jobs/{id}/events", kDev | kOp, HandleJobEvents, false},
       {"GET", "/v1/jobs/{id}/result", kDev | kOp, HandleJobResult, false},
       {"POST", "/v1/work", kNode, HandleWork, true},
+      {"POST", "/v1/jobs/{id}/downloads", kNode, HandleDownloads, true},
       {"POST", "/v1/jobs/{id}/heartbeat", kNode, HandleHeartbeat, true},
       {"POST", "/v1/jobs/{id}/checkpoints", kNode, HandleCheckpointUrl, true},
       {"POST", "/v1/jobs/{id}/checkpoints/{step}/commit", kNode, HandleCheckpointCommit, true},

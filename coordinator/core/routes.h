@@ -25,6 +25,7 @@ Plan HandleJobEvents(CtxPtr ctx);
 Plan HandleJobResult(CtxPtr ctx);
 // routes_work.cc
 Plan HandleWork(CtxPtr ctx);
+Plan HandleDownloads(CtxPtr ctx);
 // routes_lease.cc
 Plan HandleHeartbeat(CtxPtr ctx);
 Plan HandleCheckpointUrl(CtxPtr ctx);

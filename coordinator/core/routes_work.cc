@@ -5,11 +5,60 @@
 // min_vram_mb exceeds the node's VRAM, never for a quarantined node (the node's state is checked
 // inside the same statement). The claim bumps lease_epoch and stamps a fresh lease_nonce; the
 // rest of the batch selects by that nonce, so it acts only if this claim won.
+//
+// POST /v1/jobs/{id}/downloads (lease holder): the claim's download URLs, minted again.
 #include "coordinator/core/blob_urls.h"
 #include "coordinator/core/ids.h"
+#include "coordinator/core/lease.h"
 #include "coordinator/core/routes.h"
 
 namespace gleaner::core {
+namespace {
+
+// Sizes of the job's inputs (declared at upload, enforced by the upload URL); `job_match`
+// selects the job row `j`.
+std::string InputSizesSql(const std::string& job_match) {
+  return "SELECT u.key, u.size FROM uploads u JOIN jobs j ON " + job_match +
+         " WHERE u.key IN (json_extract(j.spec, '$.model.key'), "
+         "json_extract(j.spec, '$.dataset.key'))";
+}
+
+// Sets body["inputs"] (one freshly minted GET URL per input in the spec) and, when the job has
+// a committed checkpoint, body["resume"]. `job` has the ckpt_* columns, `sizes` InputSizesSql.
+void AddDownloads(const CoreConfig& config, int64_t now, const Json& spec, const Rows& job,
+                  const Rows& sizes, Json* body) {
+  Json inputs = Json::object();
+  for (const char* field : {"model", "dataset"}) {
+    if (!spec.contains(field)) continue;
+    std::string key = spec[field].value("key", "");
+    int64_t size = -1;
+    for (size_t i = 0; i < sizes.rows.size(); ++i) {
+      if (sizes.Get(i, "key").AsText() == key) size = sizes.Get(i, "size").AsInt();
+    }
+    MintedUrl get = GetUrl(config, key, now);
+    inputs[field] = {{"url", get.url},
+                     {"sha256", spec[field].value("sha256", "")},
+                     {"size", size},
+                     {"expires_at", FormatTime(get.expires_at_ms)}};
+  }
+  (*body)["inputs"] = std::move(inputs);
+  if (!job.Get(0, "ckpt_step").is_null()) {
+    MintedUrl get = GetUrl(config, job.Get(0, "ckpt_key").AsText(), now);
+    (*body)["resume"] = {{"step", job.Get(0, "ckpt_step").AsInt()},
+                         {"url", get.url},
+                         {"sha256", job.Get(0, "ckpt_sha256").AsText()},
+                         {"size", job.Get(0, "ckpt_size").AsInt()},
+                         {"expires_at", FormatTime(get.expires_at_ms)}};
+  }
+}
+
+Json ParseSpec(const std::string& text) {
+  Result<Json> parsed = ParseJson(text);
+  if (parsed.ok() && parsed->is_object()) return std::move(parsed).value();
+  return Json::object();
+}
+
+}  // namespace
 
 Plan HandleWork(CtxPtr ctx) {
   const CoreConfig& config = *ctx->config;
@@ -60,11 +109,7 @@ Plan HandleWork(CtxPtr ctx) {
       "FROM jobs j JOIN nodes n ON n.id = ?2 WHERE j.lease_nonce = ?1",
       {nonce, node, config.heartbeat_interval_s, now});
   b.Add("UPDATE nodes SET last_seen_at = ? WHERE id = ?", {now, node});
-  // Sizes of the job's inputs (declared at upload, enforced by the upload URL).
-  b.Add(
-      "SELECT u.key, u.size, u.sha256 FROM uploads u JOIN jobs j ON j.lease_nonce = ? WHERE "
-      "u.key IN (json_extract(j.spec, '$.model.key'), json_extract(j.spec, '$.dataset.key'))",
-      {nonce});
+  b.Add(InputSizesSql("j.lease_nonce = ?"), {nonce});
   return Plan::Run(std::move(b), [ctx](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     const CoreConfig& config = *ctx->config;
@@ -76,9 +121,7 @@ Plan HandleWork(CtxPtr ctx) {
       return Plan::Respond(std::move(resp));
     }
     const int64_t now = ctx->now();
-    Json spec = Json::object();
-    Result<Json> parsed = ParseJson(job.Get(0, "spec").AsText());
-    if (parsed.ok() && parsed->is_object()) spec = std::move(parsed).value();
+    Json spec = ParseSpec(job.Get(0, "spec").AsText());
     Json j = {{"id", job.Get(0, "id").AsText()},
               {"kind", job.Get(0, "kind").AsText()},
               {"params", spec.contains("params") ? spec["params"] : Json::object()},
@@ -86,36 +129,37 @@ Plan HandleWork(CtxPtr ctx) {
     if (spec.contains("model") && spec["model"].contains("config")) {
       j["model"] = {{"config", spec["model"]["config"]}};
     }
-    Json inputs = Json::object();
-    const Rows& ups = res.results[4];
-    for (const char* field : {"model", "dataset"}) {
-      if (!spec.contains(field)) continue;
-      std::string key = spec[field].value("key", "");
-      int64_t size = -1;
-      for (size_t i = 0; i < ups.rows.size(); ++i) {
-        if (ups.Get(i, "key").AsText() == key) size = ups.Get(i, "size").AsInt();
-      }
-      MintedUrl get = GetUrl(config, key, now);
-      inputs[field] = {{"url", get.url},
-                       {"sha256", spec[field].value("sha256", "")},
-                       {"size", size},
-                       {"expires_at", FormatTime(get.expires_at_ms)}};
-    }
     Json body = {{"job", j},
                  {"lease",
                   {{"epoch", job.Get(0, "lease_epoch").AsInt()},
                    {"expires_at", FormatTime(job.Get(0, "lease_expires_at").AsInt())},
                    {"ttl_s", config.stall_after_s},
-                   {"heartbeat_interval", config.heartbeat_interval_s}}},
-                 {"inputs", inputs}};
-    if (!job.Get(0, "ckpt_step").is_null()) {
-      MintedUrl get = GetUrl(config, job.Get(0, "ckpt_key").AsText(), now);
-      body["resume"] = {{"step", job.Get(0, "ckpt_step").AsInt()},
-                        {"url", get.url},
-                        {"sha256", job.Get(0, "ckpt_sha256").AsText()},
-                        {"size", job.Get(0, "ckpt_size").AsInt()},
-                        {"expires_at", FormatTime(get.expires_at_ms)}};
-    }
+                   {"heartbeat_interval", config.heartbeat_interval_s}}}};
+    AddDownloads(config, now, spec, job, res.results[4], &body);
+    return RespondJson(200, body);
+  });
+}
+
+// POST /v1/jobs/{id}/downloads {epoch} -> {inputs, resume?}: the claim's download URLs minted
+// again, for a holder whose first URLs expired during a long download. Read-only.
+Plan HandleDownloads(CtxPtr ctx) {
+  if (!IsPlainId(ctx->args[0])) return Plan::Fail(Status::NotFound("no such job"));
+  FieldReader r(ctx->body);
+  int64_t epoch = 0;
+  ReadEpoch(r, &epoch);
+  if (!r.ok()) return Plan::Fail(r.status());
+  Batch b;
+  b.Add(std::string("SELECT ") + kLeaseColumns + ", ckpt_key, spec FROM jobs WHERE id = ?",
+        {ctx->args[0]});
+  b.Add(InputSizesSql("j.id = ?"), {ctx->args[0]});
+  return Plan::Run(std::move(b), [ctx, epoch](BatchResult res) -> Plan {
+    if (!res.status.ok()) return DbFail(res.status);
+    const Rows& job = res.results[0];
+    Status st = ExplainLease(job, *ctx, epoch);
+    if (!st.ok()) return Plan::Fail(st);
+    Json body = Json::object();
+    AddDownloads(*ctx->config, ctx->now(), ParseSpec(job.Get(0, "spec").AsText()), job,
+                 res.results[1], &body);
     return RespondJson(200, body);
   });
 }

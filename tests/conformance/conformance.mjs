@@ -349,6 +349,15 @@ test("checkpoints: upload, commit, stale commits refused, resume handed to the n
     const dl = await fetch(w2.resume.url);
     assert.equal(dl.status, 200);
     assert.equal(sha256(Buffer.from(await dl.arrayBuffer())), sha256(data));
+    // The holder can have the download URLs minted again (same shape as the claim's).
+    const again = expectOk(await call("POST", `/v1/jobs/${job.id}/downloads`, { token: next.token, body: { epoch: epoch + 1 } }));
+    assert.deepEqual(again.inputs, {});
+    assert.equal(again.resume.step, 10);
+    assert.equal(again.resume.size, data.length);
+    const dl2 = await fetch(again.resume.url);
+    assert.equal(dl2.status, 200);
+    assert.equal(sha256(Buffer.from(await dl2.arrayBuffer())), sha256(data));
+    expectError(await call("POST", `/v1/jobs/${job.id}/downloads`, { token: node.token, body: { epoch } }), 409);
     const after = expectOk(await call("GET", `/v1/jobs/${job.id}`, { token: await dev.token() }));
     assert.equal(after.failures, 0, "release is not a failure");
   } finally {

@@ -75,12 +75,13 @@ Fleet::Fleet(const std::string& dir, double heartbeat_s, std::vector<std::string
   enroll_ = e.json()["token"].get<std::string>();
 }
 
-bool Fleet::RestartCoordinator(std::string* error) {
+bool Fleet::RestartCoordinator(std::string* error, const std::vector<std::string>& extra_args) {
   int port = coord_->port();
   coord_->process().Kill();
   CoordinatorOptions o = coord_->options();
   o.name = "coordinator-r" + std::to_string(++restarts_);
   o.extra_args.insert(o.extra_args.end(), {"--listen", "127.0.0.1:" + std::to_string(port)});
+  o.extra_args.insert(o.extra_args.end(), extra_args.begin(), extra_args.end());
   coord_ = std::make_unique<CoordinatorProcess>(dir_, o);
   return coord_->Start(error);
 }

@@ -45,8 +45,10 @@ class Fleet {
   const std::string& error() const { return error_; }
 
   CoordinatorProcess& coordinator() { return *coord_; }
-  // Kills the coordinator and starts it again on the same port with the same database.
-  bool RestartCoordinator(std::string* error);
+  // Kills the coordinator and starts it again on the same port with the same database (and
+  // extra_args added to its command line).
+  bool RestartCoordinator(std::string* error, const std::vector<std::string>& extra_args = {});
+  const std::string& developer_token() const { return developer_; }
 
   AgentProcess& AddAgent(const std::string& name,
                          std::vector<std::pair<std::string, std::string>> env = {},

@@ -82,6 +82,33 @@ TEST_CASE("work: 204 honours Retry-After, transport errors are retryable", "[api
   CHECK(api.Resolve("https://s3/x") == "https://s3/x");
 }
 
+TEST_CASE("fresh downloads: the claim's shape, 409 is a lost lease", "[api]") {
+  const std::string sha(64, 'c');
+  int calls = 0;
+  FakeHttp http([&](const HttpCall& call) -> Result<HttpResponse> {
+    ++calls;
+    CHECK(call.body == R"({"epoch":4})");
+    if (calls == 1) {
+      return Reply(200, R"({"inputs":{"model":{"url":"/blobs/m?sig=2","sha256":")" + sha +
+                            R"(","size":5}},"resume":{"step":30,"url":"/blobs/c?sig=2",)"
+                            R"("sha256":")" +
+                            sha + R"(","size":7}})");
+    }
+    return Reply(409, R"({"error":{"code":"conflict","message":"the lease expired"}})");
+  });
+  CoordinatorApi api(&http, "http://coord:1");
+  auto d = api.FreshDownloads("j_1", 4);
+  REQUIRE(d.ok());
+  REQUIRE(d->inputs.size() == 1);
+  CHECK(d->inputs[0].name == "model");
+  CHECK(d->inputs[0].url == "/blobs/m?sig=2");
+  REQUIRE(d->resume.has_value());
+  CHECK(d->resume_step == 30);
+  CHECK(d->resume->size == 7);
+  CHECK(http.calls()[0] == "POST http://coord:1/v1/jobs/j_1/downloads");
+  CHECK(api.FreshDownloads("j_1", 4).status().code() == Code::kConflict);
+}
+
 TEST_CASE("mangled work responses never crash the parser", "[api]") {
   std::string good = R"({"job":{"id":"j_1","kind":"synthetic","params":{"steps":50},"steps":50},
     "lease":{"epoch":3,"heartbeat_interval":0.25},"inputs":{"d":{"url":"u","sha256":"x","size":1}},

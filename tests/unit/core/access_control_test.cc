@@ -97,6 +97,7 @@ const Cell kTable[] = {
     {"GET", "/v1/jobs/{job}/events", {200, 200, 404, 403, 403, 403}},
     {"GET", "/v1/jobs/{job}/result", {409, 409, 404, 403, 403, 403}},
     {"POST", "/v1/work", {403, 403, 403, 204, 204, 403}},
+    {"POST", "/v1/jobs/{job}/downloads", {403, 403, 403, 200, 409, 403}},
     {"POST", "/v1/jobs/{job}/heartbeat", {403, 403, 403, 200, 409, 403}},
     {"POST", "/v1/jobs/{job}/checkpoints", {403, 403, 403, 200, 409, 403}},
     {"POST", "/v1/jobs/{job}/checkpoints/10/commit", {403, 403, 403, 200, 409, 403}},
@@ -132,6 +133,7 @@ Json BodyFor(const World& w, const std::string& pattern, Caller c) {
     return {{"kind", "synthetic"}, {"params", {{"steps", 10}, {"checkpoint_every", 5}}}};
   }
   if (pattern == "/v1/nodes/{node}/quarantine") return {{"reason", "acl test"}};
+  if (pattern == "/v1/jobs/{job}/downloads") return {{"epoch", 1}};
   if (pattern == "/v1/jobs/{job}/heartbeat") return {{"epoch", 1}, {"step", 12}};
   if (pattern == "/v1/jobs/{job}/checkpoints") return {{"epoch", 1}, {"step", 20}};
   if (pattern == "/v1/jobs/{job}/checkpoints/10/commit") {
