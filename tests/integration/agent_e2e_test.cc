@@ -195,13 +195,7 @@ TEST_CASE("a corrupted checkpoint object is detected and the job restarts from s
   AgentProcess& a = fleet.AddAgent("a");
   std::string error;
   REQUIRE(a.Start(&error));
-  REQUIRE(WaitUntil(
-      [&] {
-        Json j = fleet.Job(id);
-        return j.contains("latest_checkpoint") && j["latest_checkpoint"].is_object() &&
-               j["latest_checkpoint"].value("step", 0) >= 20;
-      },
-      Millis(20000), Millis(20)));
+  REQUIRE(fleet.WaitCheckpoint(id, 20, Millis(20000)));
   // A clean hand-back, so the latest checkpoint is settled; then flip bytes in storage.
   a.process().Signal(SIGTERM);
   REQUIRE(a.process().Wait(Millis(10000)).has_value());

@@ -141,6 +141,16 @@ bool Fleet::WaitAllFinal(const std::vector<std::string>& ids, Millis timeout) {
       timeout, Millis(100));
 }
 
+bool Fleet::WaitCheckpoint(const std::string& id, int64_t min_step, Millis timeout) {
+  return WaitUntil(
+      [&] {
+        Json j = Job(id);
+        return j.contains("latest_checkpoint") && j["latest_checkpoint"].is_object() &&
+               j["latest_checkpoint"].value("step", int64_t(0)) >= min_step;
+      },
+      timeout, Millis(20));
+}
+
 std::string Fleet::RunningJobOf(const std::string& node_id, int64_t min_step, int64_t max_step) {
   Json list = coord_->OperatorClient().Get("/v1/jobs?state=running&limit=100").json();
   if (!list.contains("jobs")) return "";

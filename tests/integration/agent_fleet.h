@@ -61,6 +61,8 @@ class Fleet {
   std::string ResultChain(const std::string& id);
   // True once every job is in a final state (completed/failed/canceled), up to timeout.
   bool WaitAllFinal(const std::vector<std::string>& ids, Millis timeout);
+  // True once the job's latest committed checkpoint is at min_step or later, up to timeout.
+  bool WaitCheckpoint(const std::string& id, int64_t min_step, Millis timeout);
   // Running job held by node (""), or "" when none.
   std::string RunningJobOf(const std::string& node_id, int64_t min_step, int64_t max_step);
 

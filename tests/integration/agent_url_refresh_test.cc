@@ -61,13 +61,7 @@ TEST_CASE("a resume URL that expired during a slow input download is minted agai
   // Agent a (fast link) trains past a checkpoint and hands the job back.
   AgentProcess& a = fleet.AddAgent("a");
   REQUIRE(a.Start(&error));
-  REQUIRE(WaitUntil(
-      [&] {
-        Json j = fleet.Job(id);
-        return j.contains("latest_checkpoint") && j["latest_checkpoint"].is_object() &&
-               j["latest_checkpoint"].value("step", 0) >= 20;
-      },
-      Millis(30000), Millis(20)));
+  REQUIRE(fleet.WaitCheckpoint(id, 20, Millis(30000)));
   a.process().Signal(SIGTERM);
   REQUIRE(a.process().Wait(Millis(10000)).has_value());
   Json held = fleet.Job(id);

@@ -2,6 +2,8 @@
 // gleaner-release and published through POST /v1/agent/releases, binaries served over HTTP by a
 // server in this test. The "new version" is gleaner-agent-next, a test build of the same sources
 // whose compiled-in version is 999.0.0.
+#include "agent/supervisor/self_update.h"
+
 #include <httplib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,16 +21,6 @@ using namespace gleaner;
 using namespace gleaner::testing;
 
 namespace {
-
-const char* Platform() {
-#if defined(__x86_64__)
-  return "linux-x86_64";
-#elif defined(__aarch64__)
-  return "linux-aarch64";
-#else
-  return "linux-unknown";
-#endif
-}
 
 // Serves fixed byte strings by path, a path whose body never ends, and counts requests.
 class ArtifactServer {
@@ -96,7 +88,8 @@ struct Keys {
         {"version", version},
         {"channel", channel},
         {"expires", expires},
-        {"artifacts", {{Platform(), {{"uri", uri}, {"length", length}, {"sha256", sha256}}}}}};
+        {"artifacts",
+         {{agent::ReleasePlatform(), {{"uri", uri}, {"length", length}, {"sha256", sha256}}}}}};
     std::string mf = dir + "/manifest-" + channel + ".json";
     std::string out = dir + "/envelope-" + channel + ".json";
     REQUIRE(WriteFile(mf, m.dump()));
