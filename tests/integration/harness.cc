@@ -15,6 +15,7 @@
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 extern char** environ;
@@ -43,6 +44,20 @@ std::string MemoryTempBase() {
     return "/dev/shm";
   }
   return "";
+}
+
+long long CpuTicks(pid_t pid) {
+  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream in(stat.substr(close + 2));
+  std::string field;
+  long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && in >> field; ++i) {
+    if (i == 14) utime = std::atoll(field.c_str());
+    if (i == 15) stime = std::atoll(field.c_str());
+  }
+  return utime + stime;
 }
 
 std::string ReadFile(const std::string& path, const std::string& fallback) {

@@ -68,6 +68,9 @@ bool WriteFile(const std::string& path, const std::string& content);
 // Recursive remove (like rm -rf); ignores errors.
 void RemoveAll(const std::string& path);
 
+// utime + stime of a process in clock ticks (from /proc/<pid>/stat), or -1 if unreadable.
+long long CpuTicks(pid_t pid);
+
 // Absolute path of a built binary: <build>/bin/<name>.
 std::string BinPath(const std::string& name);
 

@@ -6,7 +6,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 #include <string>
 
 #include "tests/integration/coordinator_fixture.h"
@@ -16,21 +15,6 @@ using gleaner::Json;
 using namespace gleaner::testing;
 
 namespace {
-
-// utime + stime of a process in clock ticks.
-long long CpuTicks(pid_t pid) {
-  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-  size_t close = stat.rfind(')');
-  if (close == std::string::npos) return -1;
-  std::istringstream in(stat.substr(close + 2));
-  std::string field;
-  long long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && in >> field; ++i) {
-    if (i == 14) utime = std::atoll(field.c_str());
-    if (i == 15) stime = std::atoll(field.c_str());
-  }
-  return utime + stime;
-}
 
 long long RssKb(pid_t pid) {
   std::string status = ReadFile("/proc/" + std::to_string(pid) + "/status");

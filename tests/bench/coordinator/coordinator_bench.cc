@@ -15,7 +15,6 @@
 #include <cstdlib>
 #include <map>
 #include <set>
-#include <sstream>
 #include <string>
 
 #include "coordinator/native/sqlite_executor.h"
@@ -30,20 +29,6 @@ using gleaner::bench::LoadOptions;
 using gleaner::bench::LoadResult;
 
 namespace {
-
-long long CpuTicks(pid_t pid) {
-  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-  size_t close = stat.rfind(')');
-  if (close == std::string::npos) return -1;
-  std::istringstream in(stat.substr(close + 2));
-  std::string field;
-  long long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && in >> field; ++i) {
-    if (i == 14) utime = std::atoll(field.c_str());
-    if (i == 15) stime = std::atoll(field.c_str());
-  }
-  return utime + stime;
-}
 
 std::string NodeToken(int i) {
   return "glt_" + Sha256Hex("bench-node-" + std::to_string(i));

@@ -11,11 +11,6 @@ using namespace gleaner;
 using namespace gleaner::agent;
 
 namespace {
-Result<AgentConfig> Parse(std::vector<std::string> args) {
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(&a[0]);
-  return ParseAgentConfig(int(argv.size()), argv.data());
-}
 const char* kPem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
 }  // namespace
 
@@ -28,7 +23,7 @@ TEST_CASE("agent config: a CA file given by --ca-file must hold a PEM certificat
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> a = base;
     a.insert(a.end(), extra.begin(), extra.end());
-    return Parse(a);
+    return testing::ParseAgentArgs(a);
   };
   auto c = with({});
   REQUIRE(c.ok());

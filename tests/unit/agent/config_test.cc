@@ -9,14 +9,6 @@
 using namespace gleaner;
 using namespace gleaner::agent;
 
-namespace {
-Result<AgentConfig> Parse(std::vector<std::string> args) {
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(&a[0]);
-  return ParseAgentConfig(int(argv.size()), argv.data());
-}
-}  // namespace
-
 TEST_CASE("agent flags override env, which overrides the config file", "[config]") {
   testing::TempDir t;
   REQUIRE(files::WriteSynced(t / "agent.conf",
@@ -24,7 +16,8 @@ TEST_CASE("agent flags override env, which overrides the config file", "[config]
                              "shutdown-deadline = 7\n")
               .ok());
   setenv("GLEANER_STATE_DIR", "/from/env", 1);
-  auto c = Parse({"--config", t / "agent.conf", "--heartbeat-interval", "0.5", "--once"});
+  auto c = testing::ParseAgentArgs(
+      {"--config", t / "agent.conf", "--heartbeat-interval", "0.5", "--once"});
   unsetenv("GLEANER_STATE_DIR");
   REQUIRE(c.ok());
   CHECK(c->coordinator == "http://file:1");
@@ -34,21 +27,27 @@ TEST_CASE("agent flags override env, which overrides the config file", "[config]
   CHECK(c->once);
   CHECK(c->trainer.find("gleaner-train") != std::string::npos);
 
-  auto d = Parse({"--coordinator", "http://x:2", "--state-dir=/s", "--cache-max-mb", "100"});
+  auto d = testing::ParseAgentArgs(
+      {"--coordinator", "http://x:2", "--state-dir=/s", "--cache-max-mb", "100"});
   REQUIRE(d.ok());
   CHECK(d->cache_max_mb == 100);
   CHECK(d->shutdown_deadline_s == 20);
 }
 
 TEST_CASE("bad agent flags are one readable error", "[config]") {
-  CHECK(Parse({"--coordinator", "ftp://x", "--state-dir", "/s"}).status().message().find("http") !=
+  CHECK(testing::ParseAgentArgs({"--coordinator", "ftp://x", "--state-dir", "/s"})
+            .status()
+            .message()
+            .find("http") != std::string::npos);
+  CHECK(testing::ParseAgentArgs({"--state-dir", "/s"}).status().message().find("--coordinator") !=
         std::string::npos);
-  CHECK(Parse({"--state-dir", "/s"}).status().message().find("--coordinator") != std::string::npos);
-  CHECK(Parse({"--bogus", "1"}).status().message().find("--bogus") != std::string::npos);
-  CHECK(Parse({"--coordinator", "http://x", "--state-dir", "/s", "--shutdown-deadline", "-1"})
+  CHECK(testing::ParseAgentArgs({"--bogus", "1"}).status().message().find("--bogus") !=
+        std::string::npos);
+  CHECK(testing::ParseAgentArgs(
+            {"--coordinator", "http://x", "--state-dir", "/s", "--shutdown-deadline", "-1"})
             .status()
             .message()
             .find("--shutdown-deadline") != std::string::npos);
-  CHECK(Parse({"--coordinator"}).status().code() == Code::kInvalidArgument);
-  CHECK(Parse({"--help"}).status().code() == Code::kNotFound);
+  CHECK(testing::ParseAgentArgs({"--coordinator"}).status().code() == Code::kInvalidArgument);
+  CHECK(testing::ParseAgentArgs({"--help"}).status().code() == Code::kNotFound);
 }

@@ -17,30 +17,22 @@ using namespace gleaner::agent;
 using gleaner::testing::FakeHttp;
 using gleaner::testing::Reply;
 
-namespace {
-
-Result<AgentConfig> Parse(std::vector<std::string> args) {
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(&a[0]);
-  return ParseAgentConfig(int(argv.size()), argv.data());
-}
-
-}  // namespace
-
 TEST_CASE("self-update flags", "[self_update]") {
-  auto c = Parse({"--coordinator", "http://x:1", "--state-dir", "/s", "--release-keys", "/k",
-                  "--release-channel", "beta", "--update-interval", "60", "--self-test"});
+  auto c = testing::ParseAgentArgs({"--coordinator", "http://x:1", "--state-dir", "/s",
+                                    "--release-keys", "/k", "--release-channel", "beta",
+                                    "--update-interval", "60", "--self-test"});
   REQUIRE(c.ok());
   CHECK(c->release_keys == "/k");
   CHECK(c->release_channel == "beta");
   CHECK(c->update_interval_s == 60);
   CHECK(c->self_test);
-  auto d = Parse({"--coordinator", "http://x:1", "--state-dir", "/s"});
+  auto d = testing::ParseAgentArgs({"--coordinator", "http://x:1", "--state-dir", "/s"});
   REQUIRE(d.ok());
   CHECK(d->release_channel == "stable");
   CHECK(d->update_interval_s == 3600);
   CHECK_FALSE(d->self_test);
-  CHECK(Parse({"--coordinator", "http://x:1", "--state-dir", "/s", "--release-channel", "Bad!"})
+  CHECK(testing::ParseAgentArgs(
+            {"--coordinator", "http://x:1", "--state-dir", "/s", "--release-channel", "Bad!"})
             .status()
             .code() == Code::kInvalidArgument);
 }

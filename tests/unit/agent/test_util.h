@@ -1,4 +1,4 @@
-// Helpers for agent unit tests: scratch directories and running gleaner-train.
+// Helpers for agent unit tests: scratch directories, running gleaner-train, parsing flags.
 #pragma once
 
 #include <unistd.h>
@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/supervisor/config.h"
 #include "agent/train/common/files.h"
 
 namespace gleaner::testing {
@@ -31,6 +32,14 @@ class TempDir {
 
 inline std::string TrainBin() {
   return std::string(GLEANER_BIN_DIR) + "/gleaner-train";
+}
+
+// ParseAgentConfig over args as a command line (args[0] is the first flag, not a program name,
+// as ParseAgentConfig expects).
+inline Result<agent::AgentConfig> ParseAgentArgs(std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(&a[0]);
+  return agent::ParseAgentConfig(int(argv.size()), argv.data());
 }
 
 }  // namespace gleaner::testing
