@@ -19,41 +19,62 @@ Result<std::unique_ptr<GroupCommitter>> GroupCommitter::Start(const SqliteOption
 }
 
 GroupCommitter::GroupCommitter(std::unique_ptr<SqliteExecutor> db, size_t max_group)
-    : db_(std::move(db)), max_group_(max_group) {}
+    : db_(std::move(db)), max_group_(max_group) {
+  writer_ = std::thread([this] { WriterLoop(); });
+}
 
 GroupCommitter::~GroupCommitter() {
-  std::lock_guard<std::mutex> lock(mu_);
-  stop_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  writer_.join();
 }
 
 core::BatchResult GroupCommitter::Execute(const core::Batch& batch) {
-  Pending p;
-  p.batch = &batch;
-  bool lead = false;
+  struct Waiter {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    core::BatchResult result;
+  } w;
+  Submit(&batch, [&w](core::BatchResult r) {
+    std::lock_guard<std::mutex> lock(w.mu);
+    w.result = std::move(r);
+    w.done = true;
+    w.cv.notify_one();  // under w.mu: w lives on the caller's stack until it sees done
+  });
+  std::unique_lock<std::mutex> lock(w.mu);
+  w.cv.wait(lock, [&] { return w.done; });
+  return std::move(w.result);
+}
+
+void GroupCommitter::Submit(const core::Batch* batch, Done done) {
+  std::vector<std::pair<const core::Batch*, Done>> one;
+  one.emplace_back(batch, std::move(done));
+  SubmitAll(std::move(one));
+}
+
+void GroupCommitter::SubmitAll(std::vector<std::pair<const core::Batch*, Done>> items) {
+  if (items.empty()) return;
+  bool wake;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     if (stop_) {
-      p.result.status = Status::Unavailable("shutting down");
-      return std::move(p.result);
+      lock.unlock();
+      for (auto& [batch, done] : items) {
+        core::BatchResult r;
+        r.status = Status::Unavailable("shutting down");
+        done(std::move(r));
+      }
+      return;
     }
-    queue_.push_back(&p);
-    if (!leading_) lead = leading_ = true;
+    wake = queue_.empty();
+    for (auto& [batch, done] : items) queue_.push_back({batch, std::move(done)});
   }
-  if (!lead) {
-    Pending* next = nullptr;
-    {
-      std::unique_lock<std::mutex> wait(p.mu);
-      p.cv.wait(wait, [&] { return p.done || p.lead; });
-      next = p.wake_next;
-    }
-    if (p.done) {
-      // `next` is still waiting (nobody else sets its done), so it is alive.
-      if (next != nullptr) Wake(next);
-      return std::move(p.result);
-    }
-  }
-  Lead(&p);
-  return std::move(p.result);
+  // A non-empty queue means the writer is awake or will look at the queue before sleeping.
+  if (wake) cv_.notify_one();
 }
 
 GroupCommitter::Stats GroupCommitter::stats() const {
@@ -66,66 +87,43 @@ size_t GroupCommitter::queued() const {
   return queue_.size();
 }
 
-void GroupCommitter::Wake(Pending* p) {
-  std::lock_guard<std::mutex> done(p->mu);
-  p->done = true;
-  p->cv.notify_one();  // under p->mu: p lives on its caller's stack until it sees done
-}
-
-void GroupCommitter::Lead(Pending* self) {
-  std::vector<Pending*> group;
+void GroupCommitter::WriterLoop() {
+  std::vector<Pending> group;
   std::vector<const core::Batch*> batches;
   for (;;) {
     group.clear();
     batches.clear();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (stop_) break;
       while (!queue_.empty() && group.size() < max_group_) {
-        group.push_back(queue_.front());
-        batches.push_back(queue_.front()->batch);
+        group.push_back(std::move(queue_.front()));
+        batches.push_back(group.back().batch);
         queue_.pop_front();
       }
       stats_.in_flight = group.size();
     }
     std::vector<core::BatchResult> results = db_->ExecuteGroup(batches);
-    Pending* next = nullptr;
     {
       std::lock_guard<std::mutex> lock(mu_);
       stats_.in_flight = 0;
       stats_.groups += 1;
       stats_.batches += int64_t(group.size());
       stats_.largest = std::max(stats_.largest, group.size());
-      if (queue_.empty()) {
-        leading_ = false;
-      } else {
-        next = queue_.front();
-      }
     }
-    // The next group starts before this one's callers are woken. If the oldest queued caller is
-    // this thread's own (its batch did not fit into this group), keep leading.
-    if (next != nullptr && next != self) {
-      std::lock_guard<std::mutex> handover(next->mu);
-      next->lead = true;
-      next->cv.notify_one();
-    }
-    // Results go in while every other caller still waits (they read them only after done,
-    // set under their lock); then the first is woken and the wake-ups chain from there.
-    Pending* first = nullptr;
-    Pending* last = nullptr;
-    for (size_t i = 0; i < group.size(); ++i) {
-      Pending* p = group[i];
-      p->result = std::move(results[i]);
-      if (p == self) continue;
-      if (last != nullptr) {
-        last->wake_next = p;
-      } else {
-        first = p;
-      }
-      last = p;
-    }
-    self->done = self->done || std::find(group.begin(), group.end(), self) != group.end();
-    if (first != nullptr) Wake(first);
-    if (next != self) return;
+    for (size_t i = 0; i < group.size(); ++i) group[i].done(std::move(results[i]));
+  }
+  // Shutting down: nothing queued runs any more.
+  std::deque<Pending> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    left.swap(queue_);
+  }
+  for (Pending& p : left) {
+    core::BatchResult r;
+    r.status = Status::Unavailable("shutting down");
+    p.done(std::move(r));
   }
 }
 

@@ -1,424 +1,640 @@
-// The only file that talks to cpp-httplib in the coordinator (and catches its exceptions).
+// The event loop of the HTTP front end (see http_server.h for what it does and why).
 #include "coordinator/native/http_server.h"
 
-#include <httplib.h>
-#include <openssl/rand.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/ssl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <chrono>
-#include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
 #include <thread>
+#include <vector>
 
-#include "coordinator/core/router.h"
-#include "coordinator/dashboard/assets.h"
+#include "coordinator/native/blob_transfer.h"
+#include "coordinator/native/http_conn.h"
 #include "coordinator/native/log.h"
 #include "coordinator/native/metrics.h"
+#include "coordinator/native/read_pool.h"
 #include "shared/sha256.h"
 
 namespace gleaner::native {
 
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
+using State = HttpConn::State;
 
-// Set by the pre-routing handler; read by the logger on the same worker thread.
-thread_local SteadyClock::time_point t_request_start;
+int64_t SteadyMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             SteadyClock::now().time_since_epoch())
+      .count();
+}
 
-std::string RandomBytes(size_t n) {
-  std::string out(n, '\0');
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(&out[0]), int(n)) != 1) {
-    // OpenSSL's CSPRNG failing is not recoverable in a sane way; fail closed loudly.
-    LogError("RAND_bytes failed");
-    std::abort();
+// A few threads for work the loop must not wait for: blob transfers and blob deletes.
+class Workers {
+ public:
+  explicit Workers(int n) {
+    for (int i = 0; i < std::max(1, n); ++i) threads_.emplace_back([this] { Run(); });
   }
-  return out;
-}
-
-void SendResponse(const core::HttpResponse& r, httplib::Response& res) {
-  res.status = r.status;
-  for (const auto& [name, value] : r.headers) res.set_header(name, value);
-  if (!r.body.empty() || !r.content_type.empty()) {
-    res.set_content(r.body, r.content_type.empty() ? "application/octet-stream" : r.content_type);
+  ~Workers() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
   }
-}
-
-void SendError(const Status& st, httplib::Response& res) {
-  SendResponse(core::HttpResponse::Error(st), res);
-}
-
-// The rest of an unread request body is still on the socket: the connection cannot be reused.
-void CloseAfter(httplib::Response& res) {
-  res.set_header("Connection", "close");
-}
-
-// Bodies up to this size are read and discarded before an early error answer, so that simple
-// clients that only read the response after sending everything still see it.
-constexpr int64_t kDrainLimit = int64_t(8) << 20;
-
-// Reads and discards the body of a refused request (up to kDrainLimit); marks the connection
-// for closing unless the whole body was consumed.
-void DrainBody(const httplib::Request& req, const httplib::ContentReader* reader,
-               httplib::Response& res) {
-  int64_t declared = -1;
-  if (req.has_header("Content-Length")) {
-    declared = std::strtoll(req.get_header_value("Content-Length").c_str(), nullptr, 10);
+  void Post(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      tasks_.push_back(std::move(task));
+    }
+    cv_.notify_one();
   }
-  if (reader == nullptr || declared < 0 || declared > kDrainLimit) return CloseAfter(res);
-  int64_t seen = 0;
-  bool ok = (*reader)([&](const char*, size_t len) {
-    seen += int64_t(len);
-    return seen <= kDrainLimit;
-  });
-  if (!ok) CloseAfter(res);
-}
 
-bool SplitTarget(const httplib::Request& req, std::string* path, std::string* query) {
-  const std::string& target = req.target.empty() ? req.path : req.target;
-  size_t q = target.find('?');
-  std::string raw_path = target.substr(0, q);
-  *query = q == std::string::npos ? "" : target.substr(q + 1);
-  return core::UrlDecode(raw_path, path, /*plus_is_space=*/false);
-}
-
-// The dashboard's embedded files: public (they hold no data; every API call needs a token).
-void SendAsset(const dashboard::Asset& a, httplib::Response& res) {
-  res.status = 200;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Content-Type-Options", "nosniff");
-  res.set_header("X-Frame-Options", "DENY");
-  res.set_header("Content-Security-Policy",
-                 "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-                 "frame-ancestors 'none'");
-  res.set_content(reinterpret_cast<const char*>(a.data), a.size, a.content_type);
-}
-
-// Metrics and log label of a request: its route pattern, never the raw path.
-std::string RouteLabel(const std::string& method, const std::string& path) {
-  if (path.rfind("/blobs/", 0) == 0) return "/blobs/{key}";
-  if ((method == "GET" || method == "HEAD") && dashboard::FindAsset(path) != nullptr) {
-    return path == "/" ? "/" : "/dashboard/{file}";
+ private:
+  void Run() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;  // stopping, and everything posted has run
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
   }
-  const core::RouteInfo* r = core::FindRoute(method == "HEAD" ? "GET" : method, path);
-  return r != nullptr ? r->pattern : "other";
-}
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
 
-int64_t DeclaredLength(const httplib::Request& req) {
-  if (!req.has_header("Content-Length")) return -1;
-  const std::string v = req.get_header_value("Content-Length");
-  char* end = nullptr;
-  long long n = std::strtoll(v.c_str(), &end, 10);
-  if (end == v.c_str() || *end != '\0' || n < 0) return -1;
-  return n;
-}
-
-// An HTTPS server (TLS policy and certificate callback from TlsCredentials) or plain HTTP.
-// If the TLS context cannot be made, *error says why and the (plain) server is never bound.
-std::unique_ptr<httplib::Server> MakeServer(TlsCredentials* tls, std::string* error) {
-  if (tls == nullptr) return std::make_unique<httplib::Server>();
-  auto svr = std::make_unique<httplib::SSLServer>(
-      [tls, error](SSL_CTX& ctx) { return tls->ConfigureServerContext(&ctx, error); });
-  if (svr->is_valid()) return svr;
-  if (error->empty()) *error = "SSL_CTX_new failed";
-  return std::make_unique<httplib::Server>();
-}
+// What comes back to the loop from other threads.
+struct Completion {
+  HttpConn* conn = nullptr;
+  bool blob_done = false;  // a worker finished a blob transfer on conn
+  bool keep_alive = false;
+  core::BatchResult result;  // a batch of conn's plan finished
+};
 
 }  // namespace
 
 struct HttpServer::Impl {
   explicit Impl(HttpServerOptions o)
-      : options(std::move(o)), owned(MakeServer(options.tls, &setup_error)), svr(*owned) {}
+      : options(std::move(o)),
+        epoll_fd(::epoll_create1(EPOLL_CLOEXEC)),
+        wake_fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+  ~Impl();
+
   HttpServerOptions options;
-  std::string setup_error;  // non-empty: the TLS context could not be made; Bind() fails
-  std::unique_ptr<httplib::Server> owned;
-  httplib::Server& svr;
-  std::atomic<bool> stopping{false};
-  std::atomic<bool> serving{false};
-  int listen_fd = -1;  // the listening socket, once bound
+  SSL_CTX* ssl_ctx = nullptr;
+  int listen_fd = -1;
+  int epoll_fd = -1;
+  int wake_fd = -1;   // eventfd: completions queued, or Stop()
+  int spare_fd = -1;  // closed and reopened to refuse a connection when out of descriptors
+  std::atomic<bool> stop_requested{false};
 
   const core::Coordinator* coord = nullptr;
   PlanRunner* runner = nullptr;
   BlobStore* blobs = nullptr;
   const Clock* clock = nullptr;
+  GroupCommitter* committer = nullptr;
+  std::unique_ptr<ReadPool> reads;
+  std::unique_ptr<Workers> workers;
+  BlobDeps blob_deps;
+  http::Limits limits;
+  int64_t max_body = 0;
 
-  void Dispatch(const httplib::Request& req, httplib::Response& res,
-                const httplib::ContentReader* reader);
-  void HandleApi(const httplib::Request& req, httplib::Response& res,
-                 const httplib::ContentReader* reader, std::string path, std::string query);
-  void HandleBlobPut(const httplib::Request& req, httplib::Response& res,
-                     const httplib::ContentReader* reader, const std::string& path,
-                     const std::string& query);
-  void HandleBlobGet(const httplib::Request& req, httplib::Response& res, const std::string& path,
-                     const std::string& query);
-  void Install();
+  std::mutex done_mu;
+  std::vector<Completion> done;  // filled by other threads, swapped out by the loop
+
+  std::vector<HttpConn*> conns;  // open connections (not the dead ones waiting for a batch)
+  size_t dead = 0;               // closed connections whose batch is still in flight
+  std::vector<HttpConn*> closed;  // closed this turn; freed at its end (pointers stay valid)
+  std::vector<HttpConn*> ready;   // to read and parse again (next pipelined request)
+  std::vector<HttpConn*> detach;  // blob requests to hand to a worker at the end of this turn
+  // Batches of this turn, handed over together at its end (one wake-up each).
+  std::vector<std::pair<const core::Batch*, ReadPool::Done>> read_batches, write_batches;
+  bool draining = false;
+  int64_t now = 0;  // steady ms, updated once per loop turn
+
+  Status Setup();
+  void Loop();
+  void Accept();
+  void OnEvent(HttpConn* c, uint32_t events);
+  void ReadAndProcess(HttpConn* c);
+  void Process(HttpConn* c);
+  void OnHead(HttpConn* c);
+  void Dispatch(HttpConn* c);
+  void Advance(HttpConn* c);
+  void Respond(HttpConn* c, const core::HttpResponse& r);
+  void RespondAndClose(HttpConn* c, const core::HttpResponse& r, bool linger);
+  void Flush(HttpConn* c);
+  void Finished(HttpConn* c);
+  void Close(HttpConn* c);
+  void Delete(HttpConn* c);
+  void Post(Completion c);
+  void RunCompletions();
+  void EndTurn();
+  void Sweep();
+  void BeginDrain();
 };
 
-void HttpServer::Impl::Dispatch(const httplib::Request& req, httplib::Response& res,
-                                const httplib::ContentReader* reader) {
-  try {
-    std::string path, query;
-    if (!SplitTarget(req, &path, &query)) {
-      CloseAfter(res);
-      return SendError(Status::Invalid("malformed percent-encoding in path"), res);
-    }
-    if (path.rfind("/blobs/", 0) == 0) {
-      if (req.method == "PUT") return HandleBlobPut(req, res, reader, path, query);
-      if (req.method == "GET" || req.method == "HEAD") return HandleBlobGet(req, res, path, query);
-      CloseAfter(res);
-      return SendError(Status(Code::kNotFound, "blobs support only PUT and GET"), res);
-    }
-    if (req.method == "GET" || req.method == "HEAD") {
-      if (const dashboard::Asset* asset = dashboard::FindAsset(path)) return SendAsset(*asset, res);
-    }
-    HandleApi(req, res, reader, std::move(path), std::move(query));
-  } catch (const std::exception& e) {
-    LogError("request handler threw", {{"error", e.what()}});
-    CloseAfter(res);
-    SendError(Status::Internal("internal error"), res);
+HttpServer::Impl::~Impl() {
+  for (HttpConn* c : conns) delete c;
+  for (HttpConn* c : closed) delete c;
+  if (listen_fd >= 0) ::close(listen_fd);
+  if (epoll_fd >= 0) ::close(epoll_fd);
+  if (wake_fd >= 0) ::close(wake_fd);
+  if (spare_fd >= 0) ::close(spare_fd);
+  if (ssl_ctx != nullptr) SSL_CTX_free(ssl_ctx);
+}
+
+void HttpServer::Impl::Post(Completion c) {
+  bool first;
+  {
+    std::lock_guard<std::mutex> lock(done_mu);
+    first = done.empty();
+    done.push_back(std::move(c));
+  }
+  // The loop swaps the whole vector out: one wake-up per burst of completions.
+  if (first) {
+    uint64_t one = 1;
+    ssize_t w = ::write(wake_fd, &one, sizeof one);
+    (void)w;
   }
 }
 
-void HttpServer::Impl::HandleApi(const httplib::Request& req, httplib::Response& res,
-                                 const httplib::ContentReader* reader, std::string path,
-                                 std::string query) {
-  core::HttpRequest r;
-  r.method = req.method == "HEAD" ? "GET" : req.method;
-  r.path = std::move(path);
-  r.query = std::move(query);
-  const int64_t limit = coord->config().max_request_body;
-  if (reader != nullptr) {
-    if (DeclaredLength(req) > limit) {
-      DrainBody(req, reader, res);
-      return SendError(
-          Status(Code::kTooLarge, "request body exceeds " + std::to_string(limit) + " bytes"), res);
-    }
-    bool too_large = false;
-    bool ok = (*reader)([&](const char* data, size_t len) {
-      if (int64_t(r.body.size() + len) > limit) {
-        too_large = true;
-        return false;
+void HttpServer::Impl::Accept() {
+  for (int i = 0; i < 256; ++i) {
+    int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR) continue;
+      if ((errno == EMFILE || errno == ENFILE) && spare_fd >= 0) {
+        // Out of descriptors: take the connection with the spare one and close it, so the
+        // client learns at once instead of waiting in the backlog forever.
+        ::close(spare_fd);
+        int refused = ::accept(listen_fd, nullptr, nullptr);
+        if (refused >= 0) ::close(refused);
+        spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+        LogWarn("out of file descriptors: connection refused");
+        continue;
       }
-      r.body.append(data, len);
-      return true;
-    });
-    if (!ok) {
-      CloseAfter(res);
-      if (too_large) {
-        return SendError(
-            Status(Code::kTooLarge, "request body exceeds " + std::to_string(limit) + " bytes"),
-            res);
-      }
-      return SendError(Status::Invalid("could not read the request body"), res);
+      return;  // EAGAIN, or an error of the one connection (ECONNABORTED...)
     }
-  } else {
-    r.body = req.body;
-  }
-  r.headers.reserve(req.headers.size());
-  for (const auto& [name, value] : req.headers) {
-    std::string lower = name;
-    for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
-    r.headers.emplace_back(std::move(lower), value);
-  }
-  r.now_ms = clock->NowMs();
-  r.entropy = RandomBytes(32);
-  r.request_id = res.get_header_value("X-Request-Id");
-
-  core::Plan plan = runner->Run(coord->Handle(r));
-  // /metrics: the core's database gauges, then this process's counters and histograms.
-  if (r.path == "/metrics" && plan.response().status == 200) {
-    plan.response().body += ProcessMetrics().Text();
-  }
-  SendResponse(plan.response(), res);
-  // The response is final; superseded objects go now, best-effort (the core already forgot them).
-  for (const std::string& key : plan.blob_deletes()) {
-    Status st = blobs->Delete(key);
-    if (!st.ok()) LogWarn("blob delete failed", {{"key", key}, {"error", st.ToString()}});
+    if (draining || conns.size() >= size_t(options.max_connections)) {
+      ::close(fd);
+      continue;
+    }
+    // Without TCP_NODELAY every keep-alive response after the first waits for a delayed ACK.
+    int on = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+    auto* c = new HttpConn(fd, ssl_ctx, limits);
+    if (!c->transport.ok()) {
+      delete c;
+      continue;
+    }
+    c->idle_since_ms = c->progress_ms = now;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+    ev.data.ptr = c;
+    if (::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      delete c;
+      continue;
+    }
+    c->index = conns.size();
+    conns.push_back(c);
   }
 }
 
-void HttpServer::Impl::HandleBlobPut(const httplib::Request& req, httplib::Response& res,
-                                     const httplib::ContentReader* reader, const std::string& path,
-                                     const std::string& query) {
-  auto grant = coord->AuthorizeBlob("PUT", path, query, clock->NowMs());
-  if (!grant.ok()) {
-    DrainBody(req, reader, res);
-    return SendError(grant.status(), res);
+void HttpServer::Impl::OnEvent(HttpConn* c, uint32_t events) {
+  if (c->closed || c->state == State::kDetached) return;  // (the worker reads a detached one)
+  if (events & EPOLLERR) return Close(c);
+  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP)) c->readable = true;
+  if ((events & EPOLLOUT) && c->state == State::kFlushing) Flush(c);
+  // TLS may need to write to go on reading (and the other way round): try both on any event.
+  if (c->state == State::kHead || c->state == State::kBody || c->state == State::kLinger) {
+    if (c->readable || c->transport.Pending()) ReadAndProcess(c);
   }
-  if (!BlobStore::ValidKey(grant->key) || reader == nullptr) {
-    DrainBody(req, reader, res);
-    return SendError(Status::Invalid("invalid blob key"), res);
-  }
-  const int64_t declared = DeclaredLength(req);
-  if (grant->max_size >= 0 && declared > grant->max_size) {
-    DrainBody(req, reader, res);
-    return SendError(Status(Code::kTooLarge, "body exceeds the URL's limit of " +
-                                                 std::to_string(grant->max_size) + " bytes"),
-                     res);
-  }
-  auto writer = blobs->BeginPut(grant->key, grant->max_size);
-  if (!writer.ok()) {
-    LogError("blob put failed", {{"key", grant->key}, {"error", writer.status().ToString()}});
-    CloseAfter(res);
-    return SendError(writer.status(), res);
-  }
-  Status write_status;
-  int64_t discarded = 0;
-  bool ok = (*reader)([&](const char* data, size_t len) {
-    if (write_status.ok()) {
-      write_status = (*writer)->Append(data, len);
-      if (write_status.ok() || write_status.code() == Code::kTooLarge) return write_status.ok();
-    }
-    // The disk failed: read and drop the rest of a modest body, so that a client still sending
-    // it gets the 5xx answer instead of a connection reset.
-    discarded += int64_t(len);
-    return discarded <= kDrainLimit;
-  });
-  if (!ok || !write_status.ok()) {
-    if (!ok) CloseAfter(res);
-    if (write_status.ok()) write_status = Status::Invalid("could not read the request body");
-    if (write_status.code() != Code::kTooLarge && write_status.code() != Code::kInvalidArgument) {
-      LogError("blob write failed", {{"key", grant->key}, {"error", write_status.ToString()}});
-    }
-    return SendError(write_status, res);
-  }
-  auto stored = (*writer)->Finish(grant->sha256);
-  if (stored.ok()) {
-    // A committed checkpoint or output is never replaced by other bytes (409).
-    core::Plan allowed = runner->Run(coord->BlobPlacePlan(grant->key, stored->sha256));
-    if (allowed.response().status / 100 != 2) return SendResponse(allowed.response(), res);
-    Status placed = (*writer)->Place();
-    if (!placed.ok()) stored = placed;
-  }
-  if (!stored.ok()) {
-    if (stored.status().code() != Code::kInvalidArgument) {
-      LogError("blob commit failed", {{"key", grant->key}, {"error", stored.status().ToString()}});
-    }
-    return SendError(stored.status(), res);
-  }
-  ProcessMetrics().AddBlobBytesWritten(stored->size);
-  core::Plan plan =
-      runner->Run(coord->BlobStoredPlan(grant->key, stored->size, stored->sha256, clock->NowMs()));
-  SendResponse(plan.response(), res);
 }
 
-void HttpServer::Impl::HandleBlobGet(const httplib::Request& req, httplib::Response& res,
-                                     const std::string& path, const std::string& query) {
-  auto grant = coord->AuthorizeBlob("GET", path, query, clock->NowMs());
-  if (!grant.ok()) return SendError(grant.status(), res);
-  auto opened = blobs->Open(grant->key);
-  if (!opened.ok()) return SendError(opened.status(), res);
-  std::shared_ptr<ReadableFile> file(std::move(opened).value());
-  res.status = 200;
-  // One byte range (resumable downloads); httplib slices the body and sets Content-Range.
-  if (!req.ranges.empty()) {
-    const int64_t size = file->size();
-    const auto& range = req.ranges[0];
-    bool satisfiable = req.ranges.size() == 1 && size > 0 &&
-                       (range.first < 0 ? range.second > 0 : range.first < size) &&
-                       (range.second < 0 || range.first < 0 || range.second >= range.first);
-    if (!satisfiable) {
-      res.set_header("Content-Range", "bytes */" + std::to_string(size));
-      SendResponse(core::HttpResponse::Error(
-                       Status::Invalid("range not satisfiable (one range within the object)")),
-                   res);
-      res.status = 416;
+void HttpServer::Impl::ReadAndProcess(HttpConn* c) {
+  char buf[64 * 1024];
+  while (c->state == State::kHead || c->state == State::kBody || c->state == State::kLinger) {
+    // Parse what is buffered first (pipelined requests, bytes left from a blob transfer).
+    if (c->in_pos < c->in.size() && c->state != State::kLinger) {
+      size_t before = c->in_pos;
+      Process(c);
+      if (c->in_pos != before) continue;
+    }
+    if (!c->readable && !c->transport.Pending()) return;
+    size_t n = 0;
+    Transport::Io io = c->transport.Read(buf, sizeof buf, &n);
+    if (io == Transport::Io::kAgain) {
+      c->readable = false;
       return;
     }
-    res.status = 206;
+    if (io != Transport::Io::kOk) return Close(c);  // EOF or error; a partial request is lost
+    // A short read drained the socket; new bytes will raise a new edge (TLS: read on).
+    if (n < sizeof buf && ssl_ctx == nullptr) c->readable = false;
+    c->progress_ms = now;
+    if (c->state == State::kLinger) {
+      c->lingered += int64_t(n);
+      if (c->lingered > (int64_t(8) << 20)) return Close(c);
+      continue;
+    }
+    if (c->in_pos == c->in.size()) {
+      c->in.assign(buf, n);
+      c->in_pos = 0;
+    } else {
+      c->in.append(buf, n);
+    }
   }
-  res.set_content_provider(size_t(file->size()), "application/octet-stream",
-                           [file](size_t offset, size_t length, httplib::DataSink& sink) {
-                             char buf[64 * 1024];
-                             size_t n = std::min(length, sizeof buf);
-                             auto got = file->ReadAt(int64_t(offset), n, buf);
-                             if (!got.ok() || *got == 0) return false;
-                             return sink.write(buf, *got);
-                           });
 }
 
-void HttpServer::Impl::Install() {
-  // Blob bodies are bounded by their signed grant and JSON bodies by max_request_body, both
-  // enforced while streaming by the handlers; httplib's own cap must let the largest object by.
-  const core::CoreConfig& config = coord->config();
-  svr.set_payload_max_length(
-      size_t(std::max({config.max_request_body, config.max_upload_bytes,
-                       config.max_checkpoint_bytes, config.max_output_bytes})));
-  const int64_t max_body = config.max_request_body;
-  svr.set_pre_routing_handler([max_body](const httplib::Request& req, httplib::Response& res) {
-    t_request_start = SteadyClock::now();
-    res.set_header("X-Request-Id", "req_" + HexEncode(RandomBytes(8).data(), 8));
-    // Methods without a streaming handler would have httplib buffer the whole body: refuse
-    // anything but a small one before it is read.
-    bool streamed = req.method == "POST" || req.method == "PUT" || req.method == "PATCH" ||
-                    req.method == "DELETE";
-    if (!streamed && (DeclaredLength(req) > max_body || req.has_header("Transfer-Encoding"))) {
-      CloseAfter(res);
-      SendError(Status(Code::kTooLarge, "request body not allowed here"), res);
-      return httplib::Server::HandlerResponse::Handled;
+// Parses buffered bytes in kHead/kBody; may start a request.
+void HttpServer::Impl::Process(HttpConn* c) {
+  const char* data = c->in.data() + c->in_pos;
+  const size_t len = c->in.size() - c->in_pos;
+  size_t used = 0;
+  if (c->state == State::kHead) {
+    auto st = c->parser.Parse(data, len, &used);
+    c->in_pos += used;
+    if (c->head_started_ms < 0 && c->parser.started()) c->head_started_ms = now;
+    if (st == http::RequestParser::State::kError) {
+      c->meta = RequestMeta();
+      c->meta.start = SteadyClock::now();
+      return RespondAndClose(c, FramingError(c->parser.error_status(), c->parser.error_message()),
+                             /*linger=*/true);
     }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  auto with_body = [this](const httplib::Request& req, httplib::Response& res,
-                          const httplib::ContentReader& reader) { Dispatch(req, res, &reader); };
-  auto without_body = [this](const httplib::Request& req, httplib::Response& res) {
-    Dispatch(req, res, nullptr);
-  };
-  svr.Get(".*", without_body);
-  svr.Options(".*", without_body);
-  svr.Post(".*", with_body);
-  svr.Put(".*", with_body);
-  svr.Patch(".*", with_body);
-  svr.Delete(".*", with_body);
+    if (st == http::RequestParser::State::kDone) OnHead(c);
+  } else if (c->state == State::kBody) {
+    auto st = c->decoder.Decode(data, len, &used, &c->body);
+    c->in_pos += used;
+    if (st == http::BodyDecoder::State::kError) {
+      return RespondAndClose(c, FramingError(400, c->decoder.error_message()), true);
+    }
+    if (c->decoder.decoded() > max_body) {
+      return RespondAndClose(
+          c, FramingError(413, "request body exceeds " + std::to_string(max_body) + " bytes"),
+          true);
+    }
+    if (st == http::BodyDecoder::State::kDone) Dispatch(c);
+  }
+  if (c->state != State::kDetached && c->in_pos == c->in.size()) {
+    c->in.clear();
+    c->in_pos = 0;
+  }
+}
 
-  // Errors produced by httplib itself (bad request line, unknown method, body over its limit)
-  // still get the API's error envelope.
-  svr.set_error_handler(
-      httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
-        if (!res.body.empty() || res.is_chunked_content_provider_ || res.content_length_ > 0) {
-          return httplib::Server::HandlerResponse::Unhandled;
+void HttpServer::Impl::OnHead(HttpConn* c) {
+  const http::Request& req = c->parser.request();
+  c->meta = RequestMeta();
+  c->meta.start = SteadyClock::now();
+  c->meta.method = req.method;
+  c->meta.http10 = req.version_minor == 0;
+  c->keep_alive = req.keep_alive && !draining;
+  c->body.clear();
+  if (!SplitTarget(req.target, &c->meta.path, &c->meta.query)) {
+    return RespondAndClose(c, FramingError(400, "malformed request target"), true);
+  }
+  if (c->meta.path.rfind("/blobs/", 0) == 0) {
+    // A worker takes the connection over; it gets the bytes after the head in c->in.
+    // Handed over at the end of this turn, when the loop no longer touches it.
+    c->state = State::kDetached;
+    c->meta.request_id = "req_" + HexEncode(RandomBytes(8).data(), 8);
+    detach.push_back(c);
+    return;
+  }
+  if (req.body == http::BodyKind::kLength && req.content_length > max_body) {
+    return RespondAndClose(
+        c, FramingError(413, "request body exceeds " + std::to_string(max_body) + " bytes"), true);
+  }
+  c->decoder = http::BodyDecoder(req.body, req.content_length);
+  if (c->decoder.done()) return Dispatch(c);
+  if (req.expect_continue) {
+    // The socket's send buffer is empty between requests: this small write goes out whole, or
+    // the connection is broken.
+    static const char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    size_t n = 0;
+    if (c->transport.Write(kContinue, sizeof kContinue - 1, &n) != Transport::Io::kOk ||
+        n != sizeof kContinue - 1) {
+      return Close(c);
+    }
+  }
+  c->state = State::kBody;
+}
+
+void HttpServer::Impl::Dispatch(HttpConn* c) {
+  const std::string& method = c->meta.method;
+  if (method == "GET" || method == "HEAD") {
+    if (const dashboard::Asset* asset = dashboard::FindAsset(c->meta.path)) {
+      return Respond(c, AssetResponse(*asset));
+    }
+  }
+  http::Request& req = c->parser.request();
+  core::HttpRequest r;
+  r.method = method == "HEAD" ? "GET" : method;
+  r.path = c->meta.path;
+  r.query = std::move(c->meta.query);
+  r.headers = std::move(req.headers);
+  r.body = std::move(c->body);
+  r.now_ms = clock->NowMs();
+  std::string random = RandomBytes(40);
+  r.entropy = random.substr(0, 32);
+  c->meta.request_id = "req_" + HexEncode(random.data() + 32, 8);
+  r.request_id = c->meta.request_id;
+  c->plan = coord->Handle(r);
+  Advance(c);
+}
+
+// Runs the plan as far as it goes without the database; hands its next batch over.
+void HttpServer::Impl::Advance(HttpConn* c) {
+  if (c->plan.done()) {
+    core::HttpResponse& resp = c->plan.response();
+    // /metrics: the core's database gauges, then this process's counters and histograms.
+    if (c->meta.path == "/metrics" && resp.status == 200) resp.body += ProcessMetrics().Text();
+    std::vector<std::string> deletes = std::move(c->plan.blob_deletes());
+    Respond(c, resp);
+    // The response is final; superseded objects go now, best-effort (the core forgot them).
+    if (!deletes.empty()) {
+      BlobStore* store = blobs;
+      workers->Post([store, deletes] {
+        for (const std::string& key : deletes) {
+          Status st = store->Delete(key);
+          if (!st.ok()) LogWarn("blob delete failed", {{"key", key}, {"error", st.ToString()}});
         }
-        Code code = res.status == 404   ? Code::kNotFound
-                    : res.status == 413 ? Code::kTooLarge
-                    : res.status >= 500 ? Code::kInternal
-                                        : Code::kInvalidArgument;
-        SendError(Status(code, "HTTP " + std::to_string(res.status)), res);
-        return httplib::Server::HandlerResponse::Handled;
-      }));
-  svr.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "unknown exception";
-        try {
-          if (ep) std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-          what = e.what();
-        } catch (...) {
-        }
-        LogError("request handler threw", {{"error", what}});
-        CloseAfter(res);
-        SendError(Status::Internal("internal error"), res);
       });
-  svr.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-    if (req.method.empty()) return;  // no request was parsed (connection closed or garbage)
-    std::string route = RouteLabel(req.method, req.path);
-    std::string id = res.get_header_value("X-Request-Id");
-    double seconds = 0;
-    if (!id.empty()) {
-      seconds = std::chrono::duration<double>(SteadyClock::now() - t_request_start).count();
-      ProcessMetrics().ObserveRequest(route, req.method, res.status, seconds);
     }
-    const LogLevel level = res.status >= 500 ? LogLevel::kWarn : LogLevel::kInfo;
-    if (!LogEnabled(level)) return;  // no fields built for a line nobody reads
-    Json fields = {
-        {"method", req.method}, {"path", req.path}, {"route", route}, {"status", res.status}};
-    if (!id.empty()) {
-      fields["request_id"] = id;
-      fields["latency_ms"] = seconds * 1000.0;
+    return;
+  }
+  c->state = State::kRunning;
+  auto done = [this, c](core::BatchResult r) {
+    Completion d;
+    d.conn = c;
+    d.result = std::move(r);
+    Post(std::move(d));
+  };
+  (runner->ReadOnly(c->plan.batch()) ? read_batches : write_batches)
+      .emplace_back(&c->plan.batch(), std::move(done));
+}
+
+void HttpServer::Impl::Respond(HttpConn* c, const core::HttpResponse& r) {
+  if (draining) c->keep_alive = false;
+  AppendResponse(&c->out, r, c->meta, c->keep_alive);
+  LogExchange(c->meta, r.status);
+  c->state = State::kFlushing;
+  Flush(c);
+}
+
+// Answers and ends the connection; with linger the client's remaining bytes are read and
+// dropped for a while, so that it sees the answer rather than a reset.
+void HttpServer::Impl::RespondAndClose(HttpConn* c, const core::HttpResponse& r, bool linger) {
+  c->keep_alive = false;
+  c->in.clear();
+  c->in_pos = 0;
+  AppendResponse(&c->out, r, c->meta, false);
+  if (!c->meta.method.empty()) LogExchange(c->meta, r.status);
+  c->linger = linger;
+  c->lingered = 0;
+  c->state = State::kFlushing;
+  Flush(c);
+}
+
+void HttpServer::Impl::Flush(HttpConn* c) {
+  while (c->out_pos < c->out.size()) {
+    size_t n = 0;
+    Transport::Io io = c->transport.Write(c->out.data() + c->out_pos, c->out.size() - c->out_pos,
+                                          &n);
+    if (io == Transport::Io::kAgain) return;  // EPOLLOUT comes when there is room
+    if (io != Transport::Io::kOk) return Close(c);
+    c->out_pos += n;
+    c->progress_ms = now;
+  }
+  c->out.clear();
+  c->out_pos = 0;
+  Finished(c);
+}
+
+// The response (or a 100 Continue) is written.
+void HttpServer::Impl::Finished(HttpConn* c) {
+  if (!c->keep_alive) {
+    if (!c->linger) return Close(c);
+    c->transport.ShutdownWrite();
+    c->state = State::kLinger;
+    c->idle_since_ms = now;
+    return;
+  }
+  c->state = State::kHead;
+  c->parser.Reset();
+  c->head_started_ms = -1;
+  c->idle_since_ms = now;
+  // The next request (pipelined, or bytes that came meanwhile) is read at the end of the turn,
+  // not from here: no recursion through a stream of pipelined requests.
+  if ((c->in_pos < c->in.size() || c->readable) && !c->queued) {
+    c->queued = true;
+    ready.push_back(c);
+  }
+}
+
+void HttpServer::Impl::Close(HttpConn* c) {
+  if (c->closed) return;
+  c->closed = true;
+  c->transport.Close();
+  // Out of the list (swap with the last).
+  HttpConn* last = conns.back();
+  conns[c->index] = last;
+  last->index = c->index;
+  conns.pop_back();
+  if (c->state == State::kRunning) {
+    c->dead = true;  // its batch still refers to c->plan: deleted when the result comes
+    ++dead;
+    return;
+  }
+  closed.push_back(c);
+}
+
+void HttpServer::Impl::RunCompletions() {
+  std::vector<Completion> batch;
+  {
+    std::lock_guard<std::mutex> lock(done_mu);
+    batch.swap(done);
+  }
+  for (Completion& d : batch) {
+    HttpConn* c = d.conn;
+    if (d.blob_done) {
+      c->state = State::kHead;
+      if (!d.keep_alive || draining) {
+        Close(c);
+        continue;
+      }
+      c->parser.Reset();
+      c->head_started_ms = -1;
+      c->idle_since_ms = c->progress_ms = now;
+      c->readable = true;  // edges that came while the worker had it were not looked at
+      if (!c->queued) {
+        c->queued = true;
+        ready.push_back(c);
+      }
+      continue;
     }
-    Log(level, "request", fields);
-  });
+    if (c->dead) {
+      --dead;
+      delete c;
+      continue;
+    }
+    c->plan = c->plan.Continue(std::move(d.result));
+    Advance(c);
+  }
+}
+
+// What a turn of the loop left for its end: connections to read again, batches to hand to the
+// database threads, blob requests to hand to workers, closed connections to free.
+void HttpServer::Impl::EndTurn() {
+  while (!ready.empty()) {
+    std::vector<HttpConn*> again;
+    again.swap(ready);
+    for (HttpConn* c : again) {
+      c->queued = false;
+      if (!c->closed) ReadAndProcess(c);
+    }
+  }
+  if (!read_batches.empty()) reads->SubmitAll(std::move(read_batches));
+  if (!write_batches.empty()) committer->SubmitAll(std::move(write_batches));
+  read_batches.clear();
+  write_batches.clear();
+  for (HttpConn* c : detach) {
+    workers->Post([this, c] {
+      Completion done;
+      done.conn = c;
+      done.blob_done = true;
+      done.keep_alive = ServeBlob(blob_deps, *c);
+      Post(std::move(done));
+    });
+  }
+  detach.clear();
+  for (HttpConn* c : closed) delete c;
+  closed.clear();
+}
+
+void HttpServer::Impl::Sweep() {
+  const int64_t keep_alive_ms = int64_t(options.keep_alive_timeout_s * 1000);
+  const int64_t header_ms = int64_t(options.header_timeout_s * 1000);
+  const int64_t io_ms = int64_t(options.io_timeout_s * 1000);
+  // Walk backwards: Close swaps the last connection into the closed one's place.
+  for (size_t i = conns.size(); i-- > 0;) {
+    HttpConn* c = conns[i];
+    switch (c->state) {
+      case State::kHead:
+        if (c->head_started_ms < 0) {
+          if (draining || now - c->idle_since_ms >= keep_alive_ms) Close(c);
+        } else if (now - c->head_started_ms >= header_ms || now - c->progress_ms >= io_ms) {
+          c->meta = RequestMeta();
+          c->meta.start = SteadyClock::now();
+          RespondAndClose(c, FramingError(408, "request head not received in time"), false);
+        }
+        break;
+      case State::kBody:
+        if (now - c->progress_ms >= io_ms) {
+          RespondAndClose(c, FramingError(408, "request body not received in time"), false);
+        }
+        break;
+      case State::kFlushing:
+        if (now - c->progress_ms >= io_ms) Close(c);
+        break;
+      case State::kLinger:
+        if (now - c->idle_since_ms >= 2000 || draining) Close(c);
+        break;
+      case State::kRunning:
+      case State::kDetached:
+        break;
+    }
+  }
+}
+
+void HttpServer::Impl::BeginDrain() {
+  draining = true;
+  if (listen_fd >= 0) {
+    ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, listen_fd, nullptr);
+    ::close(listen_fd);
+    listen_fd = -1;
+  }
+  Sweep();  // idle connections go now; the others answer with Connection: close
+  EndTurn();
+}
+
+void HttpServer::Impl::Loop() {
+  static char listen_tag, wake_tag;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = &listen_tag;
+  ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, listen_fd, &ev);
+  ev.data.ptr = &wake_tag;
+  ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, wake_fd, &ev);
+  epoll_event events[256];
+  int64_t next_sweep = 0;
+  for (;;) {
+    int n = ::epoll_wait(epoll_fd, events, 256, draining ? 20 : 100);
+    now = SteadyMs();
+    for (int i = 0; i < n; ++i) {
+      void* tag = events[i].data.ptr;
+      if (tag == &listen_tag) {
+        if (!draining) Accept();
+      } else if (tag == &wake_tag) {
+        uint64_t count;
+        ssize_t r = ::read(wake_fd, &count, sizeof count);
+        (void)r;
+      } else {
+        OnEvent(static_cast<HttpConn*>(tag), events[i].events);
+      }
+    }
+    RunCompletions();
+    EndTurn();
+    if (stop_requested && !draining) BeginDrain();
+    if (now >= next_sweep) {
+      Sweep();
+      EndTurn();
+      next_sweep = now + 100;
+    }
+    if (draining && conns.empty() && dead == 0) return;
+  }
+}
+
+Status HttpServer::Impl::Setup() {
+  committer = nullptr;
+  auto c = runner->Committer();
+  if (!c.ok()) return c.status();
+  committer = *c;
+  auto pool = ReadPool::Start(runner->db(), options.db_readers);
+  if (!pool.ok()) return pool.status();
+  reads = std::move(pool).value();
+  workers = std::make_unique<Workers>(options.threads);
+  blob_deps.coord = coord;
+  blob_deps.runner = runner;
+  blob_deps.blobs = blobs;
+  blob_deps.clock = clock;
+  blob_deps.io_timeout_ms = int(options.io_timeout_s * 1000);
+  max_body = coord->config().max_request_body;
+  spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (epoll_fd < 0 || wake_fd < 0) return Status::Io(std::string("epoll: ") + std::strerror(errno));
+  return Status::Ok();
 }
 
 HttpServer::HttpServer(HttpServerOptions options)
@@ -429,82 +645,83 @@ HttpServer::~HttpServer() {
 }
 
 Result<int> HttpServer::Bind() {
-  if (!impl_->setup_error.empty()) {
-    return Status::Internal("cannot set up TLS: " + impl_->setup_error);
+  Impl& s = *impl_;
+  // Each connection is a descriptor: allow as many as the hard limit does.
+  rlimit nofile{};
+  if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &nofile);
   }
-  try {
-    // Socket options apply to the listening socket (accepted sockets inherit them), so they must
-    // be set before binding. Without TCP_NODELAY every keep-alive response after the first
-    // waits ~40 ms for a delayed ACK.
-    httplib::Server& svr = impl_->svr;
-    svr.set_tcp_nodelay(true);
-    // httplib listens with a backlog of 5: a burst of connections (every agent reconnecting
-    // after a restart) while the accept loop is busy or not yet running would have SYNs dropped
-    // and wait 1-3 s to retry. Remember the socket, and listen again with a full backlog below.
-    svr.set_socket_options([impl = impl_.get()](socket_t sock) {
-      httplib::default_socket_options(sock);
-      impl->listen_fd = int(sock);
-    });
-    const size_t threads = size_t(impl_->options.threads);
-    svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-    svr.set_keep_alive_timeout(time_t(std::ceil(impl_->options.keep_alive_timeout_s)));
-    // httplib closes a keep-alive connection after 5 requests by default: every agent and
-    // client would reconnect (and queue for a worker again) every 5 requests.
-    svr.set_keep_alive_max_count(100000);
-    // Uploads from home connections stall now and then; httplib's default (5 s) is too eager.
-    const double io = impl_->options.io_timeout_s;
-    const time_t io_s = time_t(io), io_us = time_t((io - double(io_s)) * 1e6);
-    svr.set_read_timeout(io_s, io_us);
-    svr.set_write_timeout(io_s, io_us);
-    int port;
-    if (impl_->options.port == 0) {
-      port = impl_->svr.bind_to_any_port(impl_->options.host);
-    } else {
-      port = impl_->svr.bind_to_port(impl_->options.host, impl_->options.port) ? impl_->options.port
-                                                                               : -1;
+  if (s.options.tls != nullptr && s.ssl_ctx == nullptr) {
+    s.ssl_ctx = SSL_CTX_new(TLS_server_method());
+    std::string error;
+    if (s.ssl_ctx == nullptr || !s.options.tls->ConfigureServerContext(s.ssl_ctx, &error)) {
+      if (error.empty()) error = "SSL_CTX_new failed";
+      return Status::Internal("cannot set up TLS: " + error);
     }
-    if (port <= 0) {
-      return Status::Io("cannot listen on " + impl_->options.host + ":" +
-                        std::to_string(impl_->options.port) + " (address in use or invalid?)");
-    }
-    if (impl_->listen_fd >= 0 && ::listen(impl_->listen_fd, SOMAXCONN) != 0) {
-      return Status::Io(std::string("cannot enlarge the listen backlog: ") + std::strerror(errno));
-    }
-    return port;
-  } catch (const std::exception& e) {
-    return Status::Io(std::string("cannot listen: ") + e.what());
   }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string port = std::to_string(s.options.port);
+  const std::string where = s.options.host + ":" + port;
+  if (::getaddrinfo(s.options.host.c_str(), port.c_str(), &hints, &found) != 0 || !found) {
+    return Status::Io("cannot listen on " + where + " (unknown host)");
+  }
+  std::string error = "no address";
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    int on = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+    // A full backlog: a burst of connections (every agent reconnecting after a restart) must
+    // not have SYNs dropped.
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, SOMAXCONN) == 0) {
+      s.listen_fd = fd;
+      break;
+    }
+    error = std::strerror(errno);
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  if (s.listen_fd < 0) {
+    return Status::Io("cannot listen on " + where + " (" + error + ")");
+  }
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  ::getsockname(s.listen_fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  return addr.ss_family == AF_INET6
+             ? int(ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port))
+             : int(ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port));
 }
 
 Status HttpServer::Serve(const core::Coordinator* coordinator, PlanRunner* runner, BlobStore* blobs,
                          const Clock* clock) {
-  impl_->coord = coordinator;
-  impl_->runner = runner;
-  impl_->blobs = blobs;
-  impl_->clock = clock;
-  try {
-    impl_->Install();
-    impl_->serving = true;
-    if (impl_->stopping) return Status::Ok();
-    bool ok = impl_->svr.listen_after_bind();
-    impl_->serving = false;
-    if (!ok && !impl_->stopping) return Status::Io("HTTP server stopped unexpectedly");
-    return Status::Ok();
-  } catch (const std::exception& e) {
-    impl_->serving = false;
-    return Status::Internal(std::string("HTTP server failed: ") + e.what());
-  }
+  Impl& s = *impl_;
+  if (s.listen_fd < 0) return Status::Internal("Serve before Bind");
+  s.coord = coordinator;
+  s.runner = runner;
+  s.blobs = blobs;
+  s.clock = clock;
+  Status st = s.Setup();
+  if (!st.ok()) return st;
+  s.now = SteadyMs();
+  s.Loop();
+  // Every connection is closed; blob workers are idle. Stop the pools before the runner goes.
+  s.workers.reset();
+  s.reads.reset();
+  return Status::Ok();
 }
 
 void HttpServer::Stop() {
-  impl_->stopping = true;
-  // listen_after_bind() may not have started yet; stop() is a no-op until it has.
-  for (int i = 0; i < 400 && impl_->serving && !impl_->svr.is_running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  try {
-    impl_->svr.stop();
-  } catch (...) {
+  impl_->stop_requested = true;
+  if (impl_->wake_fd >= 0) {
+    uint64_t one = 1;
+    ssize_t w = ::write(impl_->wake_fd, &one, sizeof one);
+    (void)w;
   }
 }
 

@@ -1,14 +1,23 @@
-// HttpServer: the cpp-httplib adapter of gleaner-coordinator. It only moves bytes:
-//   - every request except /blobs/* becomes a core::HttpRequest (lowercase header names, now_ms
-//     from the Clock, 32 bytes of OpenSSL entropy, a request id) → Coordinator::Handle → Plan
-//     driven by the PlanRunner → response; then the plan's blob deletes are done best-effort;
-//   - PUT/GET /blobs/<key>?… are authorised by Coordinator::AuthorizeBlob and streamed to/from
-//     the BlobStore (PUT: size limit, sha256, durable write, then BlobStoredPlan).
-// Request bodies are read by the shell with a limit (CoreConfig::max_request_body → 413), never
-// buffered past it. This file is where httplib's exceptions are caught; none escape.
-// Every request is logged as one JSON line (request_id, method, path, status, latency_ms).
-// With HttpServerOptions::tls set it serves HTTPS only (OpenSSL through httplib's SSLServer; the
-// TLS policy and certificate rotation are TlsCredentials' business, see tls.h).
+// HttpServer: the HTTP/1.1 front end of gleaner-coordinator: one epoll event loop thread, no
+// per-connection threads.
+//   - The loop accepts, reads and parses (http_parser.h), and runs every API request's core Plan
+//     without blocking: Coordinator::Handle on the loop thread, each batch handed to the ReadPool
+//     (read-only batches: several requests' reads share one read transaction) or to the
+//     GroupCommitter (writes: one transaction and one fsync per group), the continuation again on
+//     the loop when the result comes back through an eventfd. Requests that arrive together thus
+//     travel together, with a few thread wake-ups per group instead of several per request.
+//   - PUT/GET /blobs/<key>?… go to a worker thread, which takes the connection over, streams the
+//     body to or from the BlobStore (blob_transfer.h) and hands the connection back.
+//   - Limits: request head 16 KiB (431), request-target 8 KiB (414), API bodies
+//     CoreConfig::max_request_body (413, answered before the body is read), a whole-request head
+//     deadline (header_timeout_s: a client dribbling its head slowly is answered 408 and closed),
+//     io_timeout_s without progress while reading a body or writing a response, keep-alive idle
+//     timeout, and max_connections (further connections are accepted and closed at once).
+//   - Every request is logged as one JSON line and counted in the process metrics.
+// With HttpServerOptions::tls set it serves HTTPS only (OpenSSL, non-blocking; the TLS policy and
+// certificate rotation are TlsCredentials' business, see tls.h).
+// Stop() drains: the listening socket closes, idle connections close, requests in progress are
+// answered (with Connection: close), then Serve returns.
 // Threading: Bind and Serve from one thread; Stop from any thread (not from a signal handler).
 #pragma once
 
@@ -27,7 +36,10 @@ namespace gleaner::native {
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;  // 0: any free port
-  int threads = 64;
+  int threads = 16;  // worker threads for blob transfers (each transfer holds one while it runs)
+  int db_readers = 4;  // connections (threads) running read-only batches
+  int max_connections = 10000;
+  double header_timeout_s = 10;  // a request head must be complete this long after its first byte
   double keep_alive_timeout_s = 5;
   double io_timeout_s =
       30;  // a read or write on a connection that makes no progress this long fails

@@ -144,6 +144,9 @@ int Serve(const std::vector<std::string>& args) {
   http.host = opts.listen_host;
   http.port = opts.listen_port;
   http.threads = opts.threads;
+  http.db_readers = opts.db_readers;
+  http.max_connections = opts.max_connections;
+  http.header_timeout_s = opts.header_timeout_s;
   http.keep_alive_timeout_s = opts.keep_alive_timeout_s;
   http.io_timeout_s = opts.io_timeout_s;
   http.tls = tls.get();

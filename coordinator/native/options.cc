@@ -147,8 +147,16 @@ const std::vector<Spec>& Specs() {
       {"s3-region", Kind::kString, "S3 region (us-east-1)", STR(core.s3.region)},
       {"s3-virtual-hosted", Kind::kBool, "virtual-hosted style URLs (bucket.host) (false)",
        BOOL(o->core.s3.path_style = !b)},
-      {"threads", Kind::kInt, "HTTP worker threads; each open keep-alive connection holds one (64)",
+      {"threads", Kind::kInt, "blob transfer threads; each running upload or download holds one (16)",
        INT(threads, int)},
+      {"db-readers", Kind::kInt, "database connections answering read-only queries (4)",
+       INT(db_readers, int)},
+      {"max-connections", Kind::kInt,
+       "open client connections at most; more are accepted and closed at once (10000)",
+       INT(max_connections, int)},
+      {"header-timeout", Kind::kSeconds,
+       "a request head must arrive whole this long after its first byte, else 408, seconds (10)",
+       SECS(header_timeout_s)},
       {"keep-alive-timeout", Kind::kSeconds, "idle keep-alive connection timeout, seconds (5)",
        SECS(keep_alive_timeout_s)},
       {"io-timeout", Kind::kSeconds,
@@ -386,6 +394,15 @@ Result<ServeOptions> ParseServeOptions(const std::vector<std::string>& args, con
     return Status::Invalid("--maintenance-period must be in (0, 86400] seconds");
   }
   if (o.threads < 1 || o.threads > 4096) return Status::Invalid("--threads must be in [1, 4096]");
+  if (o.db_readers < 1 || o.db_readers > 256) {
+    return Status::Invalid("--db-readers must be in [1, 256]");
+  }
+  if (o.max_connections < 1 || o.max_connections > 1000000) {
+    return Status::Invalid("--max-connections must be in [1, 1000000]");
+  }
+  if (o.header_timeout_s < 0.1 || o.header_timeout_s > 3600) {
+    return Status::Invalid("--header-timeout must be in [0.1, 3600] seconds");
+  }
   if (!(o.io_timeout_s >= 0.1 && o.io_timeout_s <= 3600)) {
     return Status::Invalid("--io-timeout must be in [0.1, 3600] seconds");
   }

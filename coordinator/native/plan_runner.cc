@@ -46,11 +46,16 @@ Result<SqliteExecutor*> PlanRunner::LookUpThisThreadExecutor() {
 Result<GroupCommitter*> PlanRunner::Committer() {
   std::lock_guard<std::mutex> lock(committer_mu_);
   if (!committer_) {
-    auto started = GroupCommitter::Start(db_);
+    auto started = GroupCommitter::Start(db_, db_.group_commit ? 256 : 1);
     if (!started.ok()) return started.status();
     committer_ = std::move(started).value();
   }
   return committer_.get();
+}
+
+bool PlanRunner::ReadOnly(const core::Batch& batch) {
+  auto exec = ThisThreadExecutor();
+  return exec.ok() && (*exec)->ReadOnly(batch);
 }
 
 core::BatchResult PlanRunner::Execute(const core::Batch& batch) {

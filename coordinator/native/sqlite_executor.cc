@@ -220,6 +220,47 @@ std::vector<core::BatchResult> SqliteExecutor::ExecuteGroup(
   return results;
 }
 
+std::vector<core::BatchResult> SqliteExecutor::ExecuteReadGroup(
+    const std::vector<const core::Batch*>& batches) {
+  std::vector<core::BatchResult> results(batches.size());
+  Status group;
+  bool in_tx = false;
+  try {
+    impl_->Exec("BEGIN");
+    in_tx = true;
+    for (size_t i = 0; i < batches.size(); ++i) {
+      try {
+        RunBatch(*impl_, *batches[i], &results[i]);
+      } catch (const SQLite::Exception& e) {
+        results[i].status = StatusOfSqlite(e);
+        results[i].results.clear();
+      } catch (const std::exception& e) {
+        results[i].status = Status::Internal(e.what());
+        results[i].results.clear();
+      }
+    }
+    impl_->Exec("COMMIT");
+    in_tx = false;
+  } catch (const SQLite::Exception& e) {
+    group = StatusOfSqlite(e);
+  } catch (const std::exception& e) {
+    group = Status::Internal(e.what());
+  }
+  if (in_tx) {
+    try {
+      impl_->Exec("ROLLBACK");
+    } catch (...) {
+    }
+  }
+  if (!group.ok()) {
+    for (core::BatchResult& r : results) {
+      r.status = group;
+      r.results.clear();
+    }
+  }
+  return results;
+}
+
 void SqliteExecutor::RunBatch(Impl& impl, const core::Batch& batch, core::BatchResult* result) {
   result->results.reserve(batch.statements.size());
   for (const core::Statement& s : batch.statements) {

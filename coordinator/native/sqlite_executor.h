@@ -42,6 +42,12 @@ class SqliteExecutor : public core::SqlExecutor {
   // changed. Returns one result per batch, in order.
   std::vector<core::BatchResult> ExecuteGroup(const std::vector<const core::Batch*>& batches);
 
+  // Runs read-only batches in ONE read transaction (one WAL snapshot for all of them: the pages a
+  // commit invalidated are read again once per group, not once per batch). A failing batch gets
+  // its own error; if BEGIN fails every batch gets that error. One result per batch, in order.
+  // Requires ReadOnly(batch) for each (a write would fail with the database's read-only error).
+  std::vector<core::BatchResult> ExecuteReadGroup(const std::vector<const core::Batch*>& batches);
+
  private:
   struct Impl;
   // Runs the statements of one batch inside the current transaction (throws SQLiteCpp's
