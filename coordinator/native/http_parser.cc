@@ -1,11 +1,12 @@
 #include "coordinator/native/http_parser.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace gleaner::native::http {
 namespace {
 
-constexpr size_t kMaxChunkLine = 4 * 1024;  // a chunk-size line or one trailer line
+constexpr size_t kMaxChunkLine = 4 * 1024;  // a chunk-size or trailer line, CR in, LF not
 constexpr size_t kMaxTrailers = 16 * 1024;  // all trailer lines together
 constexpr size_t kMaxChunkDigits = 15;
 
@@ -180,6 +181,7 @@ RequestParser::State RequestParser::Parse(const char* data, size_t len, size_t* 
       std::string prefix = line_;
       prefix.append(start, room);
       *consumed = pos + room;
+      if (phase_ == Phase::kRequestLine && !prefix.empty() && prefix != "\r") started_ = true;
       Overflow(prefix);
       return State::kError;
     }
@@ -232,12 +234,12 @@ void RequestParser::Overflow(std::string_view prefix) {
 }
 
 bool RequestParser::Line(std::string_view line) {
+  if (phase_ == Phase::kRequestLine && !line.empty()) started_ = true;
   if (memchr(line.data(), '\r', line.size()) != nullptr) {
     return Fail(400, "bare CR in the request head");
   }
   if (phase_ == Phase::kRequestLine) {
     if (line.empty()) return true;  // empty lines before the request line are skipped
-    started_ = true;
     return RequestLine(line);
   }
   if (line.empty()) return Finish();
@@ -440,16 +442,18 @@ BodyDecoder::State BodyDecoder::Decode(const char* data, size_t len, size_t* con
 size_t BodyDecoder::LineBytes(const char* data, size_t len) {
   const void* nl = memchr(data, '\n', len);
   size_t take = nl ? static_cast<size_t>(static_cast<const char*>(nl) - data) + 1 : len;
-  size_t line_len = line_.size() + (nl ? take - 1 : take);  // without the LF
+  size_t line_len = line_.size() + (nl ? take - 1 : take);  // a CR counts, the LF does not
   bool trailer = phase_ == Phase::kTrailer;
-  // Both trailer bounds give one message, so the verdict does not depend on how bytes arrive.
-  if (trailer && (line_len > kMaxChunkLine || trailer_bytes_ + take > kMaxTrailers)) {
-    Fail("trailer fields too large");
-    return take;
+  // Past a bound, the bytes used are those up to the first one over it, and both trailer bounds
+  // give one message, so the outcome does not depend on how the bytes arrived.
+  size_t over = SIZE_MAX;
+  if (line_len > kMaxChunkLine) over = kMaxChunkLine - line_.size() + 1;
+  if (trailer && trailer_bytes_ + take > kMaxTrailers) {
+    over = std::min(over, kMaxTrailers - trailer_bytes_ + 1);
   }
-  if (!trailer && line_len > kMaxChunkLine) {
-    Fail("chunk-size line too long");
-    return take;
+  if (over != SIZE_MAX) {
+    Fail(trailer ? "trailer fields too large" : "chunk-size line too long");
+    return over;
   }
   if (trailer) trailer_bytes_ += take;
   if (!nl) {
