@@ -75,14 +75,21 @@ class RequestParser {
   void Reset();
 
  private:
-  // Implementation-defined members (line buffer, counters, state).
+  enum class Phase { kRequestLine, kHeaders, kDone, kError };
+  bool Line(std::string_view line);  // one complete line, line end removed; false on error
+  bool RequestLine(std::string_view line);
+  bool HeaderLine(std::string_view line);
+  bool Finish();                           // after the blank line: framing, keep-alive
+  void Overflow(std::string_view prefix);  // the head passed max_head_bytes: 414 or 431
+  bool Fail(int status, std::string message);
+
   Limits limits_;
   Request request_;
   int error_status_ = 0;
   std::string error_message_;
-  std::string line_;          // the current partial line
-  size_t head_bytes_ = 0;     // bytes of this head consumed so far
-  bool in_request_line_ = true;
+  std::string line_;       // the current partial line (only when a line spans calls)
+  size_t head_bytes_ = 0;  // bytes of this head consumed so far, leading empty lines included
+  Phase phase_ = Phase::kRequestLine;
   bool started_ = false;
 };
 
@@ -108,12 +115,16 @@ class BodyDecoder {
   const std::string& error_message() const { return error_message_; }
 
  private:
-  // Implementation-defined members.
-  BodyKind kind_ = BodyKind::kNone;
+  enum class Phase { kLength, kSize, kData, kDataCr, kDataLf, kTrailer, kDone, kError };
+  size_t LineBytes(const char* data, size_t len);  // kSize/kTrailer: takes up to one line end
+  bool SizeLine(std::string_view line);
+  bool TrailerLine(std::string_view line);
+  bool Fail(const char* message);
+
   int64_t remaining_ = 0;  // kLength: bytes left; kChunked: bytes left in the current chunk
   int64_t decoded_ = 0;
-  int state_ = 0;
-  std::string line_;
+  Phase phase_ = Phase::kDone;  // a default-constructed decoder has no body
+  std::string line_;            // the current partial chunk-size or trailer line
   size_t trailer_bytes_ = 0;
   std::string error_message_;
 };
