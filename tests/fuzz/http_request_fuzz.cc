@@ -71,6 +71,8 @@ void CheckRequest(const Request& r, const Limits& limits) {
   Check(r.version_minor == 0 || r.version_minor == 1);
   Check(r.headers.size() <= limits.max_headers);
   for (const auto& [name, value] : r.headers) {
+    const std::string* first = r.Header(name);
+    Check(first != nullptr);
     Check(!name.empty());
     for (char c : name) Check(!(c >= 'A' && c <= 'Z') && c != ':' && c != ' ');
     Check(value.empty() || (value.front() != ' ' && value.front() != '\t' && value.back() != ' ' &&
