@@ -403,6 +403,25 @@ TEST_CASE("http parser: pipelined requests and Reset", "[http_parser]") {
   CHECK(p.started());
 }
 
+TEST_CASE("http parser: after an error the parser stays failed until Reset", "[http_parser]") {
+  RequestParser p;
+  std::string bad = "GET / HTTP/1.1\r\nBad Name: x\r\nHost: y\r\n\r\n";
+  size_t used = 0;
+  REQUIRE(p.Parse(bad.data(), bad.size(), &used) == RequestParser::State::kError);
+  CHECK(p.error_status() == 400);
+  CHECK(used == std::string("GET / HTTP/1.1\r\nBad Name: x\r\n").size());  // up to the bad line
+  CHECK(p.Parse("GET / HTTP/1.1\r\n\r\n", 18, &used) == RequestParser::State::kError);
+  CHECK(used == 0);
+  p.Reset();
+  CHECK(p.error_status() == 0);
+  CHECK(p.error_message().empty());
+  // A CRLF left after the previous body is skipped and does not count as a started request.
+  CHECK(p.Parse("\r\n", 2, &used) == RequestParser::State::kNeedMore);
+  CHECK_FALSE(p.started());
+  REQUIRE(p.Parse("GET / HTTP/1.1\r\n\r\n", 18, &used) == RequestParser::State::kDone);
+  CHECK(p.request().headers.empty());
+}
+
 TEST_CASE("http parser: Content-Length bodies", "[http_parser]") {
   Decoded d = DecodeEverySplit(BodyKind::kLength, 5, "hello, and the next request");
   CHECK(d.state == BodyDecoder::State::kDone);
