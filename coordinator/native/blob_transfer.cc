@@ -135,6 +135,7 @@ bool Exchange::Put() {
     return write_status.ok();
   });
   if (r == Read::kBroken) {
+    writer->reset();
     keep_alive_ = false;
     return Respond(core::HttpResponse::Error(Status::Invalid("could not read the request body")));
   }
@@ -144,6 +145,7 @@ bool Exchange::Put() {
     if (write_status.code() != Code::kTooLarge && write_status.code() != Code::kInvalidArgument) {
       LogError("blob write failed", {{"key", grant->key}, {"error", write_status.ToString()}});
     }
+    writer->reset();  // the temp file goes before the answer
     Drain();
     return Respond(core::HttpResponse::Error(write_status));
   }
@@ -151,10 +153,14 @@ bool Exchange::Put() {
   if (stored.ok()) {
     // A committed checkpoint or output is never replaced by other bytes (409).
     core::Plan allowed = deps_.runner->Run(deps_.coord->BlobPlacePlan(grant->key, stored->sha256));
-    if (allowed.response().status / 100 != 2) return Respond(allowed.response());
+    if (allowed.response().status / 100 != 2) {
+      writer->reset();
+      return Respond(allowed.response());
+    }
     Status placed = (*writer)->Place();
     if (!placed.ok()) stored = placed;
   }
+  writer->reset();  // placed, or its temp file removed, before the answer
   if (!stored.ok()) {
     if (stored.status().code() != Code::kInvalidArgument) {
       LogError("blob commit failed", {{"key", grant->key}, {"error", stored.status().ToString()}});
@@ -208,25 +214,23 @@ bool Exchange::Get() {
     }
   }
   std::string h = ResponseHead(head, length, c_.meta, keep_alive_);
-  if (!c_.transport.WriteAll(h.data(), h.size(), deps_.io_timeout_ms)) keep_alive_ = false;
-  if (keep_alive_ && c_.meta.method != "HEAD") {
+  bool sent = c_.transport.WriteAll(h.data(), h.size(), deps_.io_timeout_ms);
+  if (sent && c_.meta.method != "HEAD") {
     std::unique_ptr<char[]> buf(new char[256 * 1024]);
     int64_t at = first, end = first + length;
-    while (at < end) {
+    while (sent && at < end) {
       auto got = file->ReadAt(at, size_t(std::min<int64_t>(end - at, 256 * 1024)), buf.get());
       if (!got.ok() || *got == 0) {
         // The head promised more bytes than there are: the client must see a broken response.
         LogError("blob read failed", {{"key", grant->key}});
-        keep_alive_ = false;
+        sent = false;
         break;
       }
-      if (!c_.transport.WriteAll(buf.get(), *got, deps_.io_timeout_ms)) {
-        keep_alive_ = false;
-        break;
-      }
+      sent = c_.transport.WriteAll(buf.get(), *got, deps_.io_timeout_ms);
       at += int64_t(*got);
     }
   }
+  if (!sent) keep_alive_ = false;
   LogExchange(c_.meta, head.status);
   return keep_alive_;
 }
