@@ -1,5 +1,6 @@
 #include "coordinator/native/group_commit.h"
 
+#include <pthread.h>
 #include <algorithm>
 #include <vector>
 
@@ -88,6 +89,7 @@ size_t GroupCommitter::queued() const {
 }
 
 void GroupCommitter::WriterLoop() {
+  pthread_setname_np(pthread_self(), "db-writer");
   std::vector<Pending> group;
   std::vector<const core::Batch*> batches;
   for (;;) {

@@ -1,6 +1,7 @@
 // The event loop of the HTTP front end (see http_server.h for what it does and why).
 #include "coordinator/native/http_server.h"
 
+#include <pthread.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -67,6 +68,7 @@ class Workers {
 
  private:
   void Run() {
+  pthread_setname_np(pthread_self(), "blob-worker");
     for (;;) {
       std::function<void()> task;
       {
@@ -581,6 +583,7 @@ void HttpServer::Impl::BeginDrain() {
 }
 
 void HttpServer::Impl::Loop() {
+  pthread_setname_np(pthread_self(), "http-loop");
   static char listen_tag, wake_tag;
   epoll_event ev{};
   ev.events = EPOLLIN;

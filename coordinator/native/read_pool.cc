@@ -1,5 +1,6 @@
 #include "coordinator/native/read_pool.h"
 
+#include <pthread.h>
 #include <chrono>
 
 namespace gleaner::native {
@@ -65,6 +66,7 @@ void ReadPool::SubmitAll(std::vector<std::pair<const core::Batch*, Done>> items)
 }
 
 void ReadPool::Work(SqliteExecutor* db) {
+  pthread_setname_np(pthread_self(), "db-reader");
   std::vector<Pending> group;
   std::vector<const core::Batch*> batches;
   for (;;) {

@@ -11,7 +11,7 @@ namespace gleaner::native {
 
 struct SqliteExecutor::Impl {
   explicit Impl(const SqliteOptions& o)
-      : db(o.path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_FULLMUTEX) {}
+      : db(o.path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE | SQLite::OPEN_NOMUTEX) {}
   SQLite::Database db;
   // Prepared statements are cached by SQL text (the core's statements are a small fixed set).
   std::unordered_map<std::string, std::unique_ptr<SQLite::Statement>> cache;
@@ -46,6 +46,14 @@ SqliteExecutor::SqliteExecutor(std::unique_ptr<Impl> impl) : impl_(std::move(imp
 SqliteExecutor::~SqliteExecutor() = default;
 
 Result<std::unique_ptr<SqliteExecutor>> SqliteExecutor::Open(const SqliteOptions& options) {
+  // Memory statistics take a global mutex on every allocation SQLite makes, from every
+  // connection's thread; nothing here reads them. Only possible before SQLite initializes (a
+  // later call is refused harmlessly).
+  static const bool kNoMemStatus = [] {
+    sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+    return true;
+  }();
+  (void)kNoMemStatus;
   try {
     auto impl = std::make_unique<Impl>(options);
     impl->db.setBusyTimeout(options.busy_timeout_ms);

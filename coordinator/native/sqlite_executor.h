@@ -6,7 +6,8 @@
 // error, so a batch is atomic. ExecuteGroup() is the group commit: many batches in one
 // transaction, one SAVEPOINT each, one COMMIT (one fsync) for all. The connection uses WAL,
 // synchronous=FULL (configurable) and a busy timeout, so several processes may share one database
-// file. Threading: one SqliteExecutor per thread (it owns one connection); not thread-safe.
+// file. Threading: not thread-safe: one thread at a time uses an executor (its connection is
+// opened without SQLite's own mutex).
 #pragma once
 
 #include <memory>
