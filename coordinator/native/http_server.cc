@@ -318,10 +318,21 @@ void HttpServer::Impl::OnHead(HttpConn* c) {
     return RespondAndClose(c, FramingError(400, "malformed request target"), true);
   }
   if (c->meta.path.rfind("/blobs/", 0) == 0) {
+    c->meta.request_id = "req_" + HexEncode(RandomBytes(8).data(), 8);
+    // The signature is checked here, before a worker is taken: a request without a valid URL
+    // must not hold one while it waits for (or dribbles) a body it announced.
+    if (req.method == "PUT" || req.method == "GET" || req.method == "HEAD") {
+      auto grant = coord->AuthorizeBlob(req.method == "PUT" ? "PUT" : "GET", c->meta.path,
+                                        c->meta.query, clock->NowMs());
+      if (!grant.ok()) {
+        core::HttpResponse refusal = core::HttpResponse::Error(grant.status());
+        if (req.body == http::BodyKind::kNone) return Respond(c, refusal);
+        return RespondAndClose(c, refusal, /*linger=*/true);
+      }
+    }
     // A worker takes the connection over; it gets the bytes after the head in c->in.
     // Handed over at the end of this turn, when the loop no longer touches it.
     c->state = State::kDetached;
-    c->meta.request_id = "req_" + HexEncode(RandomBytes(8).data(), 8);
     detach.push_back(c);
     return;
   }
