@@ -745,3 +745,34 @@ TEST_CASE("http front end: HEAD of a blob range sends the range's headers and no
   CHECK(got->body == data.substr(1000, 10));
   CHECK(c.buffered().empty());
 }
+
+TEST_CASE(
+    "http front end: blob requests with a bad signature are refused at once and hold no "
+    "worker",
+    "[http][integration]") {
+  TempDir dir("gleaner-http");
+  // Two blob workers and a long I/O timeout: a worker waiting for a body that never comes would
+  // hold every later blob request back for seconds.
+  auto coord = StartCoordinator(dir, FastArgs({"--threads", "2", "--io-timeout", "5"}));
+  const std::string query = "?m=GET&exp=9999999999&sig=" + std::string(64, '0');
+  std::vector<std::unique_ptr<RawConn>> clients;
+  std::vector<SteadyTime::time_point> sent;
+  // Each announces a body and sends none of it.
+  for (const char* method : {"GET", "PUT", "GET", "PUT"}) {
+    clients.push_back(std::make_unique<RawConn>(coord->port()));
+    REQUIRE(clients.back()->connected());
+    REQUIRE(clients.back()->Send(std::string(method) + " /blobs/somekey" + query +
+                                 " HTTP/1.1\r\nHost: test\r\nContent-Length: 1000\r\n\r\n"));
+    sent.push_back(SteadyTime::now());
+  }
+  for (size_t i = 0; i < clients.size(); ++i) {
+    INFO("client " << i);
+    auto r = clients[i]->ReadResponse(Millis(8000));
+    REQUIRE(r);
+    INFO(r->Describe());
+    CHECK(SecondsSince(sent[i]) < 1.0);
+    CHECK(r->status == 403);
+    CHECK(IsErrorEnvelope(*r, "forbidden"));
+    CHECK(Lower(r->Header("Connection")) == "close");
+  }
+}
