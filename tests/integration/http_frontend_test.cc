@@ -2,7 +2,8 @@
 // real server. Slow clients are bounded by the head deadline (408) while others are served, idle
 // connections time out, pipelined requests are answered in order, framing errors get their status
 // and the JSON envelope, chunked and 100-continue bodies, HTTP/1.0 keep-alive, the connection
-// limit, draining on SIGTERM, and a HEAD of a blob range.
+// limit, draining on SIGTERM, a HEAD of a blob range, and blob URLs checked before a worker is
+// taken.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -441,11 +442,17 @@ TEST_CASE("http front end: pipelined requests are answered in order on one conne
   }
   CHECK(first->Header("X-Request-Id") != third->Header("X-Request-Id"));
   CHECK(c.buffered().empty());
-  // The connection goes on serving.
-  REQUIRE(c.Send(kHealthz));
-  auto fourth = c.ReadResponse();
-  REQUIRE(fourth);
-  CHECK(fourth->status == 200);
+  // The connection goes on serving; a HEAD's answer has no body, so the next one follows it.
+  REQUIRE(c.Send("HEAD /healthz HTTP/1.1\r\nHost: test\r\n\r\n" + std::string(kHealthz)));
+  auto head = c.ReadResponse(Millis(3000), /*head_only=*/true);
+  auto after_head = c.ReadResponse();
+  REQUIRE(head);
+  REQUIRE(after_head);
+  CHECK(head->status == 200);
+  CHECK(head->Header("Content-Length") == std::to_string(third->body.size()));
+  CHECK(after_head->status == 200);
+  CHECK(after_head->body == third->body);
+  CHECK(c.buffered().empty());
 }
 
 TEST_CASE("http front end: framing errors get their status, the envelope and Connection close",
@@ -775,4 +782,15 @@ TEST_CASE(
     CHECK(IsErrorEnvelope(*r, "forbidden"));
     CHECK(Lower(r->Header("Connection")) == "close");
   }
+  // Without a body the refusal keeps the connection.
+  RawConn plain(coord->port());
+  REQUIRE(plain.connected());
+  REQUIRE(plain.Send("GET /blobs/somekey" + query + " HTTP/1.1\r\nHost: test\r\n\r\n" + kHealthz));
+  auto refused = plain.ReadResponse();
+  auto next = plain.ReadResponse();
+  REQUIRE(refused);
+  REQUIRE(next);
+  CHECK(refused->status == 403);
+  CHECK(refused->Header("Connection").empty());
+  CHECK(next->status == 200);
 }
