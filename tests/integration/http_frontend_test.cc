@@ -2,12 +2,8 @@
 // real server. Slow clients are bounded by the head deadline (408) while others are served, idle
 // connections time out, pipelined requests are answered in order, framing errors get their status
 // and the JSON envelope, chunked and 100-continue bodies, HTTP/1.0 keep-alive, the connection
-// limit, draining on SIGTERM, a HEAD of a blob range, and blob URLs checked before a worker is
-// taken.
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
+// limit, draining on SIGTERM, a HEAD of a blob range, blob URLs checked before a worker is
+// taken, and the same deadlines over TLS.
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -18,10 +14,8 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cctype>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,6 +25,8 @@
 
 #include "shared/sha256.h"
 #include "tests/integration/coordinator_fixture.h"
+#include "tests/integration/raw_http.h"
+#include "tests/integration/test_pki.h"
 
 using namespace gleaner;
 using namespace gleaner::testing;
@@ -52,161 +48,6 @@ std::string Lower(std::string s) {
   for (char& ch : s) ch = char(std::tolower(static_cast<unsigned char>(ch)));
   return s;
 }
-
-// One client connection on raw TCP: bytes out as given, responses parsed off the stream.
-class RawConn {
- public:
-  explicit RawConn(int port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) return;
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(uint16_t(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      Close();
-      return;
-    }
-    int on = 1;
-    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
-    ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) | O_NONBLOCK);
-  }
-  ~RawConn() { Close(); }
-  RawConn(const RawConn&) = delete;
-  RawConn& operator=(const RawConn&) = delete;
-
-  bool connected() const { return fd_ >= 0; }
-  int fd() const { return fd_; }
-  // The server closed the connection (EOF or reset).
-  bool eof() const { return eof_; }
-  // Bytes received and not taken as a response yet.
-  const std::string& buffered() const { return in_; }
-
-  // Sends all bytes, waiting for room up to timeout. False if the connection broke.
-  bool Send(const std::string& bytes, Millis timeout = Millis(3000)) {
-    const auto deadline = SteadyTime::now() + timeout;
-    size_t sent = 0;
-    while (fd_ >= 0 && sent < bytes.size()) {
-      ssize_t n = ::send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-      if (n > 0) {
-        sent += size_t(n);
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        pollfd p{fd_, POLLOUT, 0};
-        if (::poll(&p, 1, MillisLeft(deadline)) <= 0) return false;
-        continue;
-      }
-      return false;
-    }
-    return fd_ >= 0;
-  }
-
-  // Reads whatever the socket holds now, without waiting; notes EOF or a reset.
-  void Pump() {
-    char buf[16 * 1024];
-    while (fd_ >= 0 && !eof_) {
-      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n > 0) {
-        in_.append(buf, size_t(n));
-      } else if (n == 0) {
-        eof_ = true;
-      } else if (errno == EINTR) {
-        continue;
-      } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        return;
-      } else {
-        eof_ = true;  // reset: what came before it is kept
-      }
-    }
-  }
-
-  // One whole response from the stream, taken off the buffer; nullopt on timeout, or when the
-  // server closed first. head_only: the answer to a HEAD (no body whatever Content-Length says).
-  std::optional<HttpResult> ReadResponse(Millis timeout = Millis(3000), bool head_only = false) {
-    const auto deadline = SteadyTime::now() + timeout;
-    for (;;) {
-      Pump();
-      if (auto r = TakeResponse(head_only)) return r;
-      if (eof_ || fd_ < 0) return std::nullopt;
-      pollfd p{fd_, POLLIN, 0};
-      if (MillisLeft(deadline) == 0 || ::poll(&p, 1, MillisLeft(deadline)) <= 0) {
-        Pump();
-        if (auto r = TakeResponse(head_only)) return r;
-        return std::nullopt;
-      }
-    }
-  }
-
-  // Waits until the server closes the connection; bytes that come meanwhile stay buffered.
-  bool WaitEof(Millis timeout) {
-    const auto deadline = SteadyTime::now() + timeout;
-    for (;;) {
-      Pump();
-      if (eof_) return true;
-      if (fd_ < 0) return false;
-      pollfd p{fd_, POLLIN, 0};
-      if (MillisLeft(deadline) == 0) return false;
-      ::poll(&p, 1, MillisLeft(deadline));
-    }
-  }
-
-  // A response at the front of the buffer, removed from it; nullopt if not all there yet.
-  std::optional<HttpResult> TakeResponse(bool head_only = false) {
-    size_t end = in_.find("\r\n\r\n");
-    if (end == std::string::npos) return std::nullopt;
-    HttpResult r;
-    std::string head = in_.substr(0, end);
-    size_t line_end = head.find("\r\n");
-    std::string status_line = head.substr(0, line_end);
-    if (status_line.rfind("HTTP/1.", 0) != 0 || status_line.size() < 12) {
-      r.status = -1;  // not HTTP: shows in assertions
-      r.body = in_;
-      in_.clear();
-      return r;
-    }
-    r.status = std::atoi(status_line.substr(9, 3).c_str());
-    size_t pos = line_end == std::string::npos ? head.size() : line_end + 2;
-    while (pos < head.size()) {
-      size_t next = head.find("\r\n", pos);
-      if (next == std::string::npos) next = head.size();
-      std::string field = head.substr(pos, next - pos);
-      size_t colon = field.find(':');
-      if (colon != std::string::npos) {
-        size_t v = field.find_first_not_of(' ', colon + 1);
-        r.headers.emplace(Lower(field.substr(0, colon)),
-                          v == std::string::npos ? "" : field.substr(v));
-      }
-      pos = next + 2;
-    }
-    size_t body_len = 0;
-    const bool no_body = head_only || r.status < 200 || r.status == 204 || r.status == 304;
-    if (!no_body) {
-      std::string cl = r.Header("Content-Length");
-      if (cl.empty()) {
-        if (!eof_) return std::nullopt;  // body until EOF
-        body_len = in_.size() - end - 4;
-      } else {
-        body_len = size_t(std::strtoull(cl.c_str(), nullptr, 10));
-      }
-    }
-    if (in_.size() < end + 4 + body_len) return std::nullopt;
-    r.body = in_.substr(end + 4, body_len);
-    in_.erase(0, end + 4 + body_len);
-    return r;
-  }
-
-  void Close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-  bool eof_ = false;
-  std::string in_;
-};
 
 const char kHealthz[] = "GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n";
 
@@ -274,6 +115,92 @@ void RaiseFdLimit(rlim_t n) {
   ::setrlimit(RLIMIT_NOFILE, &lim);
 }
 
+// Slow clients that each sent part of a request head get one more header line every 0.3 s until
+// the server closes them or `limit` passes.
+class SlowHeads {
+ public:
+  // n clients connected (over TLS with tls), each having sent a partial head.
+  SlowHeads(int port, int n, SSL_CTX* tls = nullptr) {
+    for (int i = 0; i < n; ++i) {
+      conns_.push_back(std::make_unique<RawConn>(port, tls));
+      REQUIRE(conns_.back()->connected());
+      REQUIRE(conns_.back()->Send("GET /healthz HTTP/1.1\r\nHost: slow\r\n"));
+      first_byte_.push_back(SteadyTime::now());
+    }
+    closed_after_.assign(size_t(n), -1);
+  }
+
+  // Dribbles until every client was closed (true) or limit passed (false).
+  bool DribbleUntilClosed(Millis limit) {
+    const auto start = SteadyTime::now();
+    auto next_line = start + Millis(300);
+    int line = 0;
+    size_t open = conns_.size();
+    while (open > 0 && SteadyTime::now() < start + limit) {
+      std::vector<pollfd> fds;
+      std::vector<size_t> who;
+      for (size_t i = 0; i < conns_.size(); ++i) {
+        if (closed_after_[i] >= 0) continue;
+        fds.push_back({conns_[i]->fd(), POLLIN, 0});
+        who.push_back(i);
+      }
+      ::poll(fds.data(), fds.size(), std::min(MillisLeft(next_line), 50));
+      for (size_t k = 0; k < fds.size(); ++k) {
+        if (fds[k].revents == 0) continue;
+        conns_[who[k]]->Pump();
+        if (conns_[who[k]]->eof()) {
+          closed_after_[who[k]] = SecondsSince(first_byte_[who[k]]);
+          --open;
+        }
+      }
+      if (SteadyTime::now() >= next_line) {
+        const std::string field = "X-Slow-" + std::to_string(line++) + ": 1\r\n";
+        for (size_t i = 0; i < conns_.size(); ++i) {
+          // Best effort: a client the server has just closed may fail to send.
+          if (closed_after_[i] < 0) conns_[i]->Send(field, Millis(50));
+        }
+        next_line += Millis(300);
+      }
+    }
+    return open == 0;
+  }
+
+  // Each client was answered 408 with the error envelope and Connection: close, then closed,
+  // between `earliest` and `latest` seconds after its first byte.
+  void Check(double earliest, double latest) {
+    int answered_408 = 0, too_early = 0, too_late = 0;
+    double slowest = 0, fastest = 1e9;
+    std::string first_bad;
+    for (size_t i = 0; i < conns_.size(); ++i) {
+      RawConn& c = *conns_[i];
+      auto r = c.TakeResponse();
+      const bool ok = r && r->status == 408 && IsErrorEnvelope(*r, "request_timeout") &&
+                      Lower(r->Header("Connection")) == "close" && c.buffered().empty();
+      if (ok) {
+        ++answered_408;
+      } else if (first_bad.empty()) {
+        first_bad = r ? r->Describe() : "no response: '" + c.buffered() + "'";
+      }
+      const double t = closed_after_[i];
+      if (t < 0) continue;
+      slowest = std::max(slowest, t);
+      fastest = std::min(fastest, t);
+      if (t < earliest) ++too_early;
+      if (t >= latest) ++too_late;
+    }
+    INFO("first bad answer: " << first_bad);
+    INFO("closed after " << fastest << " .. " << slowest << " s");
+    CHECK(answered_408 == int(conns_.size()));
+    CHECK(too_early == 0);
+    CHECK(too_late == 0);
+  }
+
+ private:
+  std::vector<std::unique_ptr<RawConn>> conns_;
+  std::vector<SteadyTime::time_point> first_byte_;
+  std::vector<double> closed_after_;  // -1: not closed yet
+};
+
 }  // namespace
 
 TEST_CASE("http front end: slowloris clients get 408 at the head deadline while others are served",
@@ -283,17 +210,7 @@ TEST_CASE("http front end: slowloris clients get 408 at the head deadline while 
   TempDir dir("gleaner-http");
   auto coord = StartCoordinator(dir, FastArgs());
   const int port = coord->port();
-
-  // Each slow client sends a partial head, then one more header line every 0.3 s, forever.
-  std::vector<std::unique_ptr<RawConn>> slow;
-  std::vector<SteadyTime::time_point> first_byte(kSlow);
-  std::vector<double> closed_after(kSlow, -1);
-  for (int i = 0; i < kSlow; ++i) {
-    slow.push_back(std::make_unique<RawConn>(port));
-    REQUIRE(slow.back()->connected());
-    REQUIRE(slow.back()->Send("GET /healthz HTTP/1.1\r\nHost: slow\r\n"));
-    first_byte[i] = SteadyTime::now();
-  }
+  SlowHeads slow(port, kSlow);
 
   // Meanwhile a normal client asks for /healthz again and again, each on a new connection.
   std::atomic<bool> stop_probing{false};
@@ -308,71 +225,13 @@ TEST_CASE("http front end: slowloris clients get 408 at the head deadline while 
       std::this_thread::sleep_for(Millis(100));  // pacing, not waiting for a result
     }
   });
-
-  const auto start = SteadyTime::now();
-  const auto give_up = start + Millis(8000);
-  auto next_line = start + Millis(300);
-  int open = kSlow, line = 0;
-  while (open > 0 && SteadyTime::now() < give_up) {
-    std::vector<pollfd> fds;
-    std::vector<int> who;
-    for (int i = 0; i < kSlow; ++i) {
-      if (closed_after[i] >= 0) continue;
-      fds.push_back({slow[i]->fd(), POLLIN, 0});
-      who.push_back(i);
-    }
-    int wait = std::min(MillisLeft(next_line), 50);
-    ::poll(fds.data(), fds.size(), wait);
-    for (size_t k = 0; k < fds.size(); ++k) {
-      if (fds[k].revents == 0) continue;
-      RawConn& c = *slow[who[k]];
-      c.Pump();
-      if (c.eof()) {
-        closed_after[who[k]] = SecondsSince(first_byte[who[k]]);
-        --open;
-      }
-    }
-    if (SteadyTime::now() >= next_line) {
-      const std::string field = "X-Slow-" + std::to_string(line++) + ": 1\r\n";
-      for (int i = 0; i < kSlow; ++i) {
-        // Best effort: a client the server has just closed may fail to send.
-        if (closed_after[i] < 0) {
-          ::send(slow[i]->fd(), field.data(), field.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-        }
-      }
-      next_line += Millis(300);
-    }
-  }
+  const bool all_closed = slow.DribbleUntilClosed(Millis(8000));
   stop_probing = true;
   prober.join();
 
-  CHECK(open == 0);
-  int answered_408 = 0, too_early = 0, too_late = 0;
-  double slowest = 0, fastest = 1e9;
-  std::string first_bad;
-  for (int i = 0; i < kSlow; ++i) {
-    RawConn& c = *slow[i];
-    auto r = c.TakeResponse();
-    const bool ok = r && r->status == 408 && IsErrorEnvelope(*r, "request_timeout") &&
-                    Lower(r->Header("Connection")) == "close" && c.buffered().empty();
-    if (ok) {
-      ++answered_408;
-    } else if (first_bad.empty()) {
-      first_bad = r ? r->Describe() : "no response: '" + c.buffered() + "'";
-    }
-    if (closed_after[i] >= 0) {
-      slowest = std::max(slowest, closed_after[i]);
-      fastest = std::min(fastest, closed_after[i]);
-      if (closed_after[i] < 0.95) ++too_early;
-      if (closed_after[i] >= 3.0) ++too_late;
-    }
-  }
-  INFO("first bad answer: " << first_bad);
-  INFO("closed after " << fastest << " .. " << slowest << " s");
-  CHECK(answered_408 == kSlow);
-  CHECK(too_early == 0);  // the deadline is 1 s after the first byte, not sooner
-  CHECK(too_late == 0);
-
+  CHECK(all_closed);
+  // The deadline is 1 s after the first byte: not sooner, and not much later.
+  slow.Check(0.95, 3.0);
   double worst_probe = 0;
   int probes_ok = 0;
   for (const auto& [status, seconds] : probes) {
@@ -384,6 +243,59 @@ TEST_CASE("http front end: slowloris clients get 408 at the head deadline while 
   CHECK(probes_ok == int(probes.size()));
   CHECK(worst_probe < 1.0);
   CHECK(ServesHealthz(port));
+}
+
+TEST_CASE("http front end over TLS: slow heads get 408, a stalled handshake is closed, pipelining",
+          "[http][tls][integration]") {
+  TempDir dir("gleaner-http-tls");
+  TestCa ca;
+  REQUIRE(ca.error().empty());
+  REQUIRE(ca.WriteCert(dir.File("ca.pem")));
+  std::string error;
+  const bool issued = ca.Issue(CertSpec(), dir.File("server.pem"), dir.File("server.key"), &error);
+  INFO(error);
+  REQUIRE(issued);
+  CoordinatorOptions o;
+  o.tls = {dir.File("server.pem"), dir.File("server.key"), dir.File("ca.pem")};
+  // A long I/O timeout: a 408 after 1 s can only come from the head deadline.
+  o.extra_args = FastArgs({"--io-timeout", "5"});
+  CoordinatorProcess coord(dir.path(), o);
+  const bool started = coord.Start(&error);
+  INFO(error);
+  REQUIRE(started);
+  std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)> tls(NewTlsClientContext(dir.File("ca.pem")),
+                                                   SSL_CTX_free);
+  REQUIRE(tls);
+  const int port = coord.port();
+
+  // A handshake that stalls after the start of a ClientHello is closed at the idle timeout.
+  RawConn stalled(port);
+  REQUIRE(stalled.connected());
+  REQUIRE(stalled.Send(std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc", 9)));
+  const auto stalled_since = SteadyTime::now();
+
+  SlowHeads slow(port, 20, tls.get());
+  // Pipelined requests in one TLS write, answered in order meanwhile.
+  RawConn fast(port, tls.get());
+  REQUIRE(fast.connected());
+  REQUIRE(
+      fast.Send(std::string(kHealthz) + "GET /v1/jobs HTTP/1.1\r\nHost: test\r\n\r\n" + kHealthz));
+  auto first = fast.ReadResponse();
+  auto second = fast.ReadResponse();
+  auto third = fast.ReadResponse();
+  REQUIRE(first);
+  REQUIRE(second);
+  REQUIRE(third);
+  CHECK(first->status == 200);
+  CHECK(second->status == 401);
+  CHECK(third->status == 200);
+
+  CHECK(slow.DribbleUntilClosed(Millis(6000)));
+  slow.Check(0.95, 3.0);
+  REQUIRE(stalled.WaitEof(Millis(3000)));
+  CHECK(SecondsSince(stalled_since) >= 0.9);
+  CHECK(SecondsSince(stalled_since) < 2.5);
+  CHECK(stalled.buffered().empty());
 }
 
 TEST_CASE("http front end: idle connections are closed after the keep-alive timeout",
