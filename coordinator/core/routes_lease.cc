@@ -55,7 +55,6 @@ Plan HandleHeartbeat(CtxPtr ctx) {
   b.Add("UPDATE nodes SET last_seen_at = ? WHERE id = ? AND EXISTS (SELECT 1 FROM jobs WHERE " +
             guard + ")",
         Cat({now, ctx->caller.id}, gp));
-  b.Add(std::string("SELECT ") + kLeaseColumns + " FROM jobs WHERE id = ?", {ctx->args[0]});
   return Plan::Run(std::move(b), [ctx, epoch, step](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     if (!res.results[1].empty()) {
@@ -64,18 +63,24 @@ Plan HandleHeartbeat(CtxPtr ctx) {
                 {"ttl_s", ctx->config->stall_after_s},
                 {"cancel", false}});
     }
-    const Rows& job = res.results[3];
-    if (!job.empty() && job.Get(0, "state").AsText() == "canceled" &&
-        job.Get(0, "lease_epoch").AsInt() == epoch &&
-        job.Get(0, "node_id").AsText() == ctx->caller.id) {
-      return RespondJson(200, {{"lease_expires_at", nullptr}, {"ttl_s", 0}, {"cancel", true}});
-    }
-    Status st = ExplainLease(job, *ctx, epoch);
-    if (!st.ok()) return Plan::Fail(st);
-    if (step > job.Get(0, "steps_total").AsInt()) {
-      return Plan::Fail(Status::Invalid("step is beyond the job's steps"));
-    }
-    return Plan::Fail(Status::Conflict("heartbeat raced with another change; retry"));
+    // Nothing changed: read the job to say why (only then, so the common case writes only).
+    Batch why;
+    why.Add(std::string("SELECT ") + kLeaseColumns + " FROM jobs WHERE id = ?", {ctx->args[0]});
+    return Plan::Run(std::move(why), [ctx, epoch, step](BatchResult res) -> Plan {
+      if (!res.status.ok()) return DbFail(res.status);
+      const Rows& job = res.results[0];
+      if (!job.empty() && job.Get(0, "state").AsText() == "canceled" &&
+          job.Get(0, "lease_epoch").AsInt() == epoch &&
+          job.Get(0, "node_id").AsText() == ctx->caller.id) {
+        return RespondJson(200, {{"lease_expires_at", nullptr}, {"ttl_s", 0}, {"cancel", true}});
+      }
+      Status st = ExplainLease(job, *ctx, epoch);
+      if (!st.ok()) return Plan::Fail(st);
+      if (step > job.Get(0, "steps_total").AsInt()) {
+        return Plan::Fail(Status::Invalid("step is beyond the job's steps"));
+      }
+      return Plan::Fail(Status::Conflict("heartbeat raced with another change; retry"));
+    });
   });
 }
 

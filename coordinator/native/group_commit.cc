@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "coordinator/native/metrics.h"
+
 namespace gleaner::native {
 
 Result<std::unique_ptr<GroupCommitter>> GroupCommitter::Start(const SqliteOptions& db,
@@ -114,6 +116,7 @@ void GroupCommitter::WriterLoop() {
       stats_.batches += int64_t(group.size());
       stats_.largest = std::max(stats_.largest, group.size());
     }
+    ProcessMetrics().AddCommitGroup(group.size());
     for (size_t i = 0; i < group.size(); ++i) group[i].done(std::move(results[i]));
   }
   // Shutting down: nothing queued runs any more.
