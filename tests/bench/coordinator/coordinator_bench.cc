@@ -82,7 +82,9 @@ int main(int argc, char** argv) {
   o.maintenance_period_s = 3600;
   o.extra_args = {
       "--threads",      std::to_string(conns + 32), "--log-level",          a["log-level"],
-      "--group-commit", a["group-commit"],          "--keep-alive-timeout", "30"};
+      "--group-commit", a["group-commit"],          "--keep-alive-timeout", "30",
+      // Each simulated node sends far more than an agent would (2/s per node is the default).
+      "--node-rate-limit", "off"};
   std::string error;
   std::string template_job;
   std::string operator_key;
