@@ -1,6 +1,7 @@
 #include "coordinator/native/group_commit.h"
 
 #include <pthread.h>
+
 #include <algorithm>
 #include <vector>
 
