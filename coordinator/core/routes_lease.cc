@@ -38,44 +38,49 @@ Plan HandleHeartbeat(CtxPtr ctx) {
   Fence f = LeaseFence(*ctx, epoch);
   std::string guard = f.sql + " AND ? <= steps_total";
   std::vector<SqlValue> gp = Cat(f.params, {step});
+  // The lease fence is checked once, by the job's UPDATE; the next two statements act only if
+  // the statement before them changed a row (SQLite's changes() is the count of the most
+  // recently completed statement; the three run in order inside one transaction).
   Batch b;
-  b.Add(
-      "UPDATE segments SET first_heartbeat_at = COALESCE(first_heartbeat_at, ?), "
-      "last_heartbeat_at = ?, heartbeats = heartbeats + 1, step_end = MAX(step_end, ?), "
-      "last_loss = COALESCE(?, last_loss) WHERE job_id = ? AND epoch = ? AND ended_at IS NULL "
-      "AND EXISTS (SELECT 1 FROM jobs WHERE " +
-          guard + ")",
-      Cat({now, now, step, has_loss ? SqlValue(loss) : SqlValue::Null(), ctx->args[0], epoch}, gp));
   b.Add(
       "UPDATE jobs SET lease_expires_at = ?, step_done = MAX(step_done, ?), updated_at = ? "
       "WHERE " +
           guard + " RETURNING lease_expires_at",
       Cat({expires, step, now}, gp));
+  b.Add(
+      "UPDATE segments SET first_heartbeat_at = COALESCE(first_heartbeat_at, ?), "
+      "last_heartbeat_at = ?, heartbeats = heartbeats + 1, step_end = MAX(step_end, ?), "
+      "last_loss = COALESCE(?, last_loss) WHERE job_id = ? AND epoch = ? AND ended_at IS NULL "
+      "AND changes() = 1",
+      {now, now, step, has_loss ? SqlValue(loss) : SqlValue::Null(), ctx->args[0], epoch});
   // Only a heartbeat that held the lease counts as a sign of life (a 409 changes nothing).
-  b.Add("UPDATE nodes SET last_seen_at = ? WHERE id = ? AND EXISTS (SELECT 1 FROM jobs WHERE " +
-            guard + ")",
-        Cat({now, ctx->caller.id}, gp));
-  b.Add(std::string("SELECT ") + kLeaseColumns + " FROM jobs WHERE id = ?", {ctx->args[0]});
+  b.Add("UPDATE nodes SET last_seen_at = ? WHERE id = ? AND changes() = 1", {now, ctx->caller.id});
   return Plan::Run(std::move(b), [ctx, epoch, step](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
-    if (!res.results[1].empty()) {
+    if (!res.results[0].empty()) {
       return RespondJson(
-          200, {{"lease_expires_at", FormatTime(res.results[1].Get(0, "lease_expires_at").AsInt())},
+          200, {{"lease_expires_at", FormatTime(res.results[0].Get(0, "lease_expires_at").AsInt())},
                 {"ttl_s", ctx->config->stall_after_s},
                 {"cancel", false}});
     }
-    const Rows& job = res.results[3];
-    if (!job.empty() && job.Get(0, "state").AsText() == "canceled" &&
-        job.Get(0, "lease_epoch").AsInt() == epoch &&
-        job.Get(0, "node_id").AsText() == ctx->caller.id) {
-      return RespondJson(200, {{"lease_expires_at", nullptr}, {"ttl_s", 0}, {"cancel", true}});
-    }
-    Status st = ExplainLease(job, *ctx, epoch);
-    if (!st.ok()) return Plan::Fail(st);
-    if (step > job.Get(0, "steps_total").AsInt()) {
-      return Plan::Fail(Status::Invalid("step is beyond the job's steps"));
-    }
-    return Plan::Fail(Status::Conflict("heartbeat raced with another change; retry"));
+    // Nothing changed: read the job to say why (only then, so the common case writes only).
+    Batch why;
+    why.Add(std::string("SELECT ") + kLeaseColumns + " FROM jobs WHERE id = ?", {ctx->args[0]});
+    return Plan::Run(std::move(why), [ctx, epoch, step](BatchResult res) -> Plan {
+      if (!res.status.ok()) return DbFail(res.status);
+      const Rows& job = res.results[0];
+      if (!job.empty() && job.Get(0, "state").AsText() == "canceled" &&
+          job.Get(0, "lease_epoch").AsInt() == epoch &&
+          job.Get(0, "node_id").AsText() == ctx->caller.id) {
+        return RespondJson(200, {{"lease_expires_at", nullptr}, {"ttl_s", 0}, {"cancel", true}});
+      }
+      Status st = ExplainLease(job, *ctx, epoch);
+      if (!st.ok()) return Plan::Fail(st);
+      if (step > job.Get(0, "steps_total").AsInt()) {
+        return Plan::Fail(Status::Invalid("step is beyond the job's steps"));
+      }
+      return Plan::Fail(Status::Conflict("heartbeat raced with another change; retry"));
+    });
   });
 }
 

@@ -67,8 +67,8 @@ Exchange::Read Exchange::ReadBody(Sink sink) {
     if (c_.in_pos < c_.in.size()) {
       size_t used = 0;
       chunk_.clear();
-      auto st = c_.decoder.Decode(c_.in.data() + c_.in_pos, c_.in.size() - c_.in_pos, &used,
-                                  &chunk_);
+      auto st =
+          c_.decoder.Decode(c_.in.data() + c_.in_pos, c_.in.size() - c_.in_pos, &used, &chunk_);
       c_.in_pos += used;
       if (c_.in_pos == c_.in.size()) {
         c_.in.clear();
@@ -179,8 +179,7 @@ bool Exchange::Get() {
     SendContinue();
     Drain();
   }
-  auto grant = deps_.coord->AuthorizeBlob("GET", c_.meta.path, c_.meta.query,
-                                          deps_.clock->NowMs());
+  auto grant = deps_.coord->AuthorizeBlob("GET", c_.meta.path, c_.meta.query, deps_.clock->NowMs());
   if (!grant.ok()) return Respond(core::HttpResponse::Error(grant.status()));
   auto opened = deps_.blobs->Open(grant->key);
   if (!opened.ok()) return Respond(core::HttpResponse::Error(opened.status()));
@@ -244,9 +243,9 @@ bool ServeBlob(const BlobDeps& deps, HttpConn& conn) {
   if (m == "GET" || m == "HEAD") return x.Get();
   // Unknown method on a blob: answered and the connection closed (its body is unknown).
   std::string out;
-  AppendResponse(&out, core::HttpResponse::Error(
-                           Status(Code::kNotFound, "blobs support only PUT and GET")),
-                 conn.meta, /*keep_alive=*/false);
+  AppendResponse(
+      &out, core::HttpResponse::Error(Status(Code::kNotFound, "blobs support only PUT and GET")),
+      conn.meta, /*keep_alive=*/false);
   conn.transport.WriteAll(out.data(), out.size(), deps.io_timeout_ms);
   LogExchange(conn.meta, 404);
   return false;

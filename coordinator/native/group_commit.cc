@@ -1,8 +1,11 @@
 #include "coordinator/native/group_commit.h"
 
 #include <pthread.h>
+
 #include <algorithm>
 #include <vector>
+
+#include "coordinator/native/metrics.h"
 
 namespace gleaner::native {
 
@@ -114,6 +117,7 @@ void GroupCommitter::WriterLoop() {
       stats_.batches += int64_t(group.size());
       stats_.largest = std::max(stats_.largest, group.size());
     }
+    ProcessMetrics().AddCommitGroup(group.size());
     for (size_t i = 0; i < group.size(); ++i) group[i].done(std::move(results[i]));
   }
   // Shutting down: nothing queued runs any more.

@@ -31,13 +31,13 @@ struct HttpConn {
   http::RequestParser parser;
   http::BodyDecoder decoder;
 
-  std::string in;     // received bytes not parsed yet (from in_pos)
+  std::string in;  // received bytes not parsed yet (from in_pos)
   size_t in_pos = 0;
-  std::string out;    // response bytes not written yet (from out_pos)
+  std::string out;  // response bytes not written yet (from out_pos)
   size_t out_pos = 0;
 
-  RequestMeta meta;       // of the request being handled
-  std::string body;       // an API request's body
+  RequestMeta meta;                                             // of the request being handled
+  std::string body;                                             // an API request's body
   core::Plan plan = core::Plan::Respond(core::HttpResponse());  // the request's plan (kRunning)
   bool keep_alive = true;  // the connection stays open after this response
   bool readable = false;   // bytes (or EOF) may be waiting on the socket

@@ -20,16 +20,16 @@
 namespace gleaner::native::http {
 
 struct Limits {
-  size_t max_head_bytes = 16 * 1024;  // request line + headers + blank line; over → 431
-  size_t max_headers = 100;           // header fields; over → 431
-  size_t max_target_bytes = 8 * 1024; // request-target; over → 414
+  size_t max_head_bytes = 16 * 1024;   // request line + headers + blank line; over → 431
+  size_t max_headers = 100;            // header fields; over → 431
+  size_t max_target_bytes = 8 * 1024;  // request-target; over → 414
 };
 
 enum class BodyKind { kNone, kLength, kChunked };
 
 struct Request {
-  std::string method;  // as sent; a token (RFC 9110 tchar), case-sensitive
-  std::string target;  // the raw request-target (origin-form "/path?query", or "*"); not decoded
+  std::string method;     // as sent; a token (RFC 9110 tchar), case-sensitive
+  std::string target;     // the raw request-target (origin-form "/path?query", or "*"); not decoded
   int version_minor = 1;  // HTTP/1.<version_minor>: 0 or 1
   // In arrival order; names lowercased; values with leading/trailing spaces and tabs removed.
   std::vector<std::pair<std::string, std::string>> headers;

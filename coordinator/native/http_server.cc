@@ -1,13 +1,13 @@
 // The event loop of the HTTP front end (see http_server.h for what it does and why).
 #include "coordinator/native/http_server.h"
 
-#include <pthread.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/ssl.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -68,7 +68,7 @@ class Workers {
 
  private:
   void Run() {
-  pthread_setname_np(pthread_self(), "blob-worker");
+    pthread_setname_np(pthread_self(), "blob-worker");
     for (;;) {
       std::function<void()> task;
       {
@@ -127,8 +127,8 @@ struct HttpServer::Impl {
   std::mutex done_mu;
   std::vector<Completion> done;  // filled by other threads, swapped out by the loop
 
-  std::vector<HttpConn*> conns;  // open connections (not the dead ones waiting for a batch)
-  size_t dead = 0;               // closed connections whose batch is still in flight
+  std::vector<HttpConn*> conns;   // open connections (not the dead ones waiting for a batch)
+  size_t dead = 0;                // closed connections whose batch is still in flight
   std::vector<HttpConn*> closed;  // closed this turn; freed at its end (pointers stay valid)
   std::vector<HttpConn*> ready;   // to read and parse again (next pipelined request)
   std::vector<HttpConn*> detach;  // blob requests to hand to a worker at the end of this turn
@@ -434,8 +434,8 @@ void HttpServer::Impl::RespondAndClose(HttpConn* c, const core::HttpResponse& r,
 void HttpServer::Impl::Flush(HttpConn* c) {
   while (c->out_pos < c->out.size()) {
     size_t n = 0;
-    Transport::Io io = c->transport.Write(c->out.data() + c->out_pos, c->out.size() - c->out_pos,
-                                          &n);
+    Transport::Io io =
+        c->transport.Write(c->out.data() + c->out_pos, c->out.size() - c->out_pos, &n);
     if (io == Transport::Io::kAgain) return;  // EPOLLOUT comes when there is room
     if (io != Transport::Io::kOk) return Close(c);
     c->out_pos += n;
@@ -707,9 +707,8 @@ Result<int> HttpServer::Bind() {
   sockaddr_storage addr{};
   socklen_t len = sizeof addr;
   ::getsockname(s.listen_fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  return addr.ss_family == AF_INET6
-             ? int(ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port))
-             : int(ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port));
+  return addr.ss_family == AF_INET6 ? int(ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port))
+                                    : int(ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port));
 }
 
 Status HttpServer::Serve(const core::Coordinator* coordinator, PlanRunner* runner, BlobStore* blobs,

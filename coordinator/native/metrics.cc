@@ -74,9 +74,23 @@ void MetricsRegistry::AddBlobBytesWritten(int64_t bytes) {
   blob_bytes_written_ += bytes;
 }
 
+void MetricsRegistry::AddCommitGroup(size_t batches) {
+  std::lock_guard<std::mutex> lock(mu_);
+  commit_groups_ += 1;
+  commit_batches_ += batches;
+}
+
 std::string MetricsRegistry::Text() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::string out;
+  out +=
+      "# HELP gleaner_db_commits_total Write transactions (each one fsync) of the group committer "
+      "(this process).\n# TYPE gleaner_db_commits_total counter\ngleaner_db_commits_total " +
+      std::to_string(commit_groups_) +
+      "\n# HELP gleaner_db_committed_batches_total Request write batches those transactions "
+      "carried (this process).\n# TYPE gleaner_db_committed_batches_total counter\n"
+      "gleaner_db_committed_batches_total " +
+      std::to_string(commit_batches_) + "\n";
   out +=
       "# HELP gleaner_process_start_time_seconds Start time of this coordinator process.\n"
       "# TYPE gleaner_process_start_time_seconds gauge\n"

@@ -27,6 +27,8 @@ class MetricsRegistry {
                       double seconds);
   // Bytes accepted into the blob store by PUT /blobs/...
   void AddBlobBytesWritten(int64_t bytes);
+  // One write transaction of the group committer, with the batches it carried.
+  void AddCommitGroup(size_t batches);
 
   // The registry in the Prometheus text format.
   std::string Text() const;
@@ -46,6 +48,8 @@ class MetricsRegistry {
   std::map<std::pair<std::string, std::string>, Histogram> latency_;
   std::map<std::string, uint64_t> protocol_;
   int64_t blob_bytes_written_ = 0;
+  uint64_t commit_groups_ = 0;
+  uint64_t commit_batches_ = 0;
 };
 
 // The process-wide registry of gleaner-coordinator.

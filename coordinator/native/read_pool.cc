@@ -1,6 +1,7 @@
 #include "coordinator/native/read_pool.h"
 
 #include <pthread.h>
+
 #include <chrono>
 
 namespace gleaner::native {

@@ -115,7 +115,8 @@ void Bind(SQLite::Statement& stmt, const std::vector<core::SqlValue>& params) {
         stmt.bind(idx, v.AsReal());
         break;
       case core::SqlValue::Type::kText:
-        stmt.bind(idx, v.AsText());
+        // The batch outlives the statement's use of its values (cleared at the next use).
+        stmt.bindNoCopy(idx, v.AsText());
         break;
     }
   }

@@ -110,6 +110,10 @@ void RemoveAll(const std::string& path) {
 }
 
 std::string BinPath(const std::string& name) {
+  // Benchmarks compare two builds by pointing this at the other one's binaries.
+  if (const char* dir = std::getenv("GLEANER_BENCH_BIN_DIR"); dir != nullptr && *dir != '\0') {
+    return std::string(dir) + "/" + name;
+  }
 #ifdef GLEANER_BIN_DIR
   return std::string(GLEANER_BIN_DIR) + "/" + name;
 #else

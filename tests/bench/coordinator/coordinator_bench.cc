@@ -48,7 +48,14 @@ struct Phase {
   std::string name;
   LoadResult load;
   double cpu_us_per_req = 0;
+  double batches_per_commit = 0;  // write batches per transaction (one fsync each)
 };
+
+// A counter from GET /metrics, 0 if absent.
+double MetricValue(const std::string& text, const std::string& name) {
+  size_t at = text.find("\n" + name + " ");
+  return at == std::string::npos ? 0 : std::atof(text.c_str() + at + name.size() + 2);
+}
 
 }  // namespace
 
@@ -75,14 +82,20 @@ int main(int argc, char** argv) {
   o.maintenance_period_s = 3600;
   o.extra_args = {
       "--threads",      std::to_string(conns + 32), "--log-level",          a["log-level"],
-      "--group-commit", a["group-commit"],          "--keep-alive-timeout", "30"};
+      "--group-commit", a["group-commit"],          "--keep-alive-timeout", "30",
+      // Each simulated node sends far more than an agent would (2/s per node is the default).
+      "--node-rate-limit", "off"};
   std::string error;
   std::string template_job;
+  std::string operator_key;
   {
     CoordinatorProcess setup(base, o);
     if (!setup.Start(&error)) return Die(error);
     auto dev = CreateKey(setup, "developer", &error);
     if (!dev) return Die(error);
+    auto op = CreateKey(setup, "operator", &error);
+    if (!op) return Die(error);
+    operator_key = *op;
     HttpClient d = setup.Client(*dev);
     auto job = SubmitSyntheticJob(d, 1000, 100, &error);
     if (!job) return Die(error);
@@ -144,11 +157,20 @@ int main(int argc, char** argv) {
     lo.port = coord.port();
     lo.connections = conns;
     lo.duration_s = seconds;
+    HttpClient ops = coord.Client(operator_key);
+    const std::string m0 = ops.Get("/metrics").body;
     long long t0 = CpuTicks(pid);
     // CPU is sampled around the whole run; requests during warm-up are few and counted in.
     LoadResult r = bench::RunLoad(lo);
     long long t1 = CpuTicks(pid);
+    const std::string m1 = ops.Get("/metrics").body;
     Phase p;
+    const double commits = MetricValue(m1, "gleaner_db_commits_total") -
+                           MetricValue(m0, "gleaner_db_commits_total");
+    p.batches_per_commit = commits > 0 ? (MetricValue(m1, "gleaner_db_committed_batches_total") -
+                                          MetricValue(m0, "gleaner_db_committed_batches_total")) /
+                                             commits
+                                       : 0;
     p.name = name;
     p.load = r;
     double total = double(r.requests) * (r.seconds + lo.warmup_s) / r.seconds;
@@ -195,13 +217,14 @@ int main(int argc, char** argv) {
 
   const double ceiling = phases[0].load.rps();
   std::printf(
-      "| phase | req/s | x ceiling | p50 ms | p99 ms | CPU us/req | errors | reconnects |\n");
-  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+      "| phase | req/s | x ceiling | p50 ms | p99 ms | CPU us/req | batches/commit | errors | "
+      "reconnects |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const Phase& p : phases) {
-    std::printf("| %s | %.0f | %.2f | %.2f | %.2f | %.1f | %lld | %lld |\n", p.name.c_str(),
-                p.load.rps(), ceiling > 0 ? p.load.rps() / ceiling : 0, p.load.Percentile(50),
-                p.load.Percentile(99), p.cpu_us_per_req, (long long)p.load.errors,
-                (long long)p.load.reconnects);
+    std::printf("| %s | %.0f | %.2f | %.2f | %.2f | %.1f | %.1f | %lld | %lld |\n",
+                p.name.c_str(), p.load.rps(), ceiling > 0 ? p.load.rps() / ceiling : 0,
+                p.load.Percentile(50), p.load.Percentile(99), p.cpu_us_per_req,
+                p.batches_per_commit, (long long)p.load.errors, (long long)p.load.reconnects);
   }
   std::printf("claims in the window: %zu, handed out twice: %zu\n", claimed.size(), doubles);
   Json out = {{"connections", conns},
@@ -214,6 +237,7 @@ int main(int argc, char** argv) {
                    {"p50_ms", p.load.Percentile(50)},
                    {"p99_ms", p.load.Percentile(99)},
                    {"cpu_us_per_req", p.cpu_us_per_req},
+                   {"batches_per_commit", p.batches_per_commit},
                    {"errors", p.load.errors}};
   }
   std::printf("%s\n", DumpJson(out).c_str());

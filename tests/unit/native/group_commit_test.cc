@@ -187,3 +187,68 @@ TEST_CASE("read-only batches are recognised (they run on the caller's connection
   CHECK_FALSE((*exec)->ReadOnly(broken));
   CHECK((*exec)->Execute(reads).status.ok());
 }
+
+TEST_CASE("group commit: submitted batches are answered in order, after their commit",
+          "[group_commit]") {
+  DbFile db;
+  auto gc = GroupCommitter::Start({db.path});
+  REQUIRE(gc.ok());
+  // The writer waits for the lock while all 20 are queued: they form one group, and each
+  // callback sees its own batch's result; none before the commit made the rows visible.
+  SQLite::Database other(db.path, SQLite::OPEN_READWRITE);
+  other.exec("BEGIN IMMEDIATE");
+  constexpr int kBatches = 20;
+  std::vector<core::Batch> batches;
+  for (int i = 0; i < kBatches; ++i) batches.push_back(Pair(i, i == 7));
+  std::mutex mu;
+  std::vector<int> order;
+  std::vector<Code> codes(kBatches, Code::kInternal);
+  std::vector<int64_t> seen_rows(kBatches, -1);
+  std::vector<std::pair<const core::Batch*, GroupCommitter::Done>> items;
+  for (int i = 0; i < kBatches; ++i) {
+    items.emplace_back(&batches[size_t(i)], [&, i](core::BatchResult r) {
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(i);
+      codes[size_t(i)] = r.status.code();
+      seen_rows[size_t(i)] = db.Count();  // committed rows visible to another connection
+    });
+  }
+  (*gc)->SubmitAll(std::move(items));
+  REQUIRE(WaitFor([&] { return (*gc)->stats().in_flight == size_t(kBatches); }));
+  other.exec("COMMIT");
+  REQUIRE(WaitFor([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return order.size() == size_t(kBatches);
+  }));
+  for (int i = 0; i < kBatches; ++i) {
+    CHECK(order[size_t(i)] == i);
+    CHECK(codes[size_t(i)] == (i == 7 ? Code::kConflict : Code::kOk));
+    CHECK(seen_rows[size_t(i)] == 2 * (kBatches - 1));  // the whole group was already durable
+  }
+  CHECK((*gc)->stats().groups == 1);
+}
+
+TEST_CASE("group commit: batches still queued at destruction are answered unavailable",
+          "[group_commit]") {
+  DbFile db;
+  SqliteOptions o{db.path};
+  o.busy_timeout_ms = 300;
+  auto gc = GroupCommitter::Start(o);
+  REQUIRE(gc.ok());
+  SQLite::Database other(db.path, SQLite::OPEN_READWRITE);
+  other.exec("BEGIN IMMEDIATE");
+  core::Batch first = Pair(1, false), second = Pair(2, false);
+  std::atomic<int> unavailable{0}, answered{0};
+  auto count = [&](core::BatchResult r) {
+    unavailable += r.status.code() == Code::kUnavailable ? 1 : 0;
+    ++answered;
+  };
+  (*gc)->Submit(&first, count);
+  REQUIRE(WaitFor([&] { return (*gc)->stats().in_flight == 1; }));
+  (*gc)->Submit(&second, count);
+  gc->reset();  // the first fails on the busy lock, the second is never run
+  CHECK(answered == 2);
+  CHECK(unavailable == 2);
+  other.exec("ROLLBACK");
+  CHECK(db.Count() == 0);
+}
