@@ -44,6 +44,8 @@ class Exchange {
     }
     return Respond(core::HttpResponse::Error(st));
   }
+  // The server drains: this answer is the connection's last (it says Connection: close).
+  bool Stopping() const { return deps_.stopping != nullptr && deps_.stopping->load(); }
   bool SendContinue() {
     if (!req_.expect_continue || sent_continue_) return true;
     sent_continue_ = true;
@@ -106,6 +108,7 @@ void Exchange::Drain() {
 
 bool Exchange::Respond(const core::HttpResponse& r) {
   std::string out;
+  if (Stopping()) keep_alive_ = false;
   AppendResponse(&out, r, c_.meta, keep_alive_);
   if (!c_.transport.WriteAll(out.data(), out.size(), deps_.io_timeout_ms)) keep_alive_ = false;
   LogExchange(c_.meta, r.status);
@@ -212,6 +215,7 @@ bool Exchange::Get() {
       }
     }
   }
+  if (Stopping()) keep_alive_ = false;
   std::string h = ResponseHead(head, length, c_.meta, keep_alive_);
   bool sent = c_.transport.WriteAll(h.data(), h.size(), deps_.io_timeout_ms);
   if (sent && c_.meta.method != "HEAD") {

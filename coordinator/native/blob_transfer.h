@@ -12,6 +12,8 @@
 // dependencies are thread-safe (PlanRunner, BlobStore, Coordinator's const calls).
 #pragma once
 
+#include <atomic>
+
 #include "coordinator/core/coordinator.h"
 #include "coordinator/native/blob_store.h"
 #include "coordinator/native/clock.h"
@@ -26,6 +28,8 @@ struct BlobDeps {
   BlobStore* blobs = nullptr;
   const Clock* clock = nullptr;
   int io_timeout_ms = 30000;  // no progress this long on the socket ends the transfer
+  // Set once the server drains (may be null): answers then carry Connection: close.
+  const std::atomic<bool>* stopping = nullptr;
 };
 
 // Answers the blob request whose head conn.parser holds (conn.meta filled; conn.in holds bytes

@@ -645,6 +645,7 @@ Status HttpServer::Impl::Setup() {
   blob_deps.blobs = blobs;
   blob_deps.clock = clock;
   blob_deps.io_timeout_ms = int(options.io_timeout_s * 1000);
+  blob_deps.stopping = &stop_requested;
   max_body = coord->config().max_request_body;
   spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (epoll_fd < 0 || wake_fd < 0) return Status::Io(std::string("epoll: ") + std::strerror(errno));
