@@ -706,3 +706,46 @@ TEST_CASE(
   CHECK(refused->Header("Connection").empty());
   CHECK(next->status == 200);
 }
+
+TEST_CASE("http front end: a blob upload in progress at SIGTERM is answered with Connection close",
+          "[http][integration]") {
+  TempDir dir("gleaner-http");
+  // A long keep-alive timeout: the idle connection can only be closed by the drain.
+  auto coord = StartCoordinator(dir, FastArgs({"--keep-alive-timeout", "30"}));
+  std::string error;
+  auto token = CreateKey(*coord, "developer", &error);
+  INFO(error);
+  REQUIRE(token);
+  const std::string data(50000, 'z');
+  HttpResult up = coord->Client(*token).Post(
+      "/v1/uploads",
+      {{"name", "d.bin"}, {"size", int64_t(data.size())}, {"sha256", Sha256Hex(data)}});
+  INFO(up.Describe());
+  REQUIRE(up.status / 100 == 2);
+  const std::string target = up.json()["url"].get<std::string>().substr(coord->url().size());
+
+  RawConn idle(coord->port()), upload(coord->port());
+  REQUIRE(idle.connected());
+  REQUIRE(upload.connected());
+  REQUIRE(idle.Send(kHealthz));
+  REQUIRE(idle.ReadResponse());
+  // The upload is in progress on a blob worker once the 100 Continue came.
+  REQUIRE(upload.Send("PUT " + target + " HTTP/1.1\r\nHost: test\r\nContent-Length: " +
+                      std::to_string(data.size()) + "\r\nExpect: 100-continue\r\n\r\n"));
+  auto interim = upload.ReadResponse();
+  REQUIRE(interim);
+  REQUIRE(interim->status == 100);
+
+  coord->process().Signal(SIGTERM);
+  REQUIRE(idle.WaitEof(Millis(3000)));  // the drain has begun
+  REQUIRE(upload.Send(data));
+  auto r = upload.ReadResponse();
+  REQUIRE(r);
+  INFO(r->Describe());
+  CHECK(r->status / 100 == 2);
+  CHECK(Lower(r->Header("Connection")) == "close");
+  CHECK(upload.WaitEof(Millis(3000)));
+  auto exit = coord->process().Wait(Millis(5000));
+  REQUIRE(exit);
+  CHECK(exit->clean());
+}
