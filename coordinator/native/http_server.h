@@ -7,7 +7,8 @@
 //     the loop when the result comes back through an eventfd. Requests that arrive together thus
 //     travel together, with a few thread wake-ups per group instead of several per request.
 //   - PUT/GET /blobs/<key>?… go to a worker thread, which takes the connection over, streams the
-//     body to or from the BlobStore (blob_transfer.h) and hands the connection back.
+//     body to or from the BlobStore (blob_transfer.h) and hands the connection back. The URL's
+//     signature is checked on the loop first: a refused request never holds a worker.
 //   - Limits: request head 16 KiB (431), request-target 8 KiB (414), API bodies
 //     CoreConfig::max_request_body (413, answered before the body is read), a whole-request head
 //     deadline (header_timeout_s: a client dribbling its head slowly is answered 408 and closed),
