@@ -39,12 +39,14 @@ struct HttpConn {
   RequestMeta meta;                                             // of the request being handled
   std::string body;                                             // an API request's body
   core::Plan plan = core::Plan::Respond(core::HttpResponse());  // the request's plan (kRunning)
-  bool keep_alive = true;  // the connection stays open after this response
-  bool readable = false;   // bytes (or EOF) may be waiting on the socket
-  bool linger = false;     // after this response: shut the write side, drop what still comes
-  bool closed = false;     // the transport is closed; the object is freed by the loop later
-  bool dead = false;       // closed while a batch was in flight: deleted when it completes
-  bool queued = false;     // in the loop's list of connections to read and parse again
+  bool keep_alive = true;      // the connection stays open after this response
+  bool readable = false;       // bytes (or EOF) may be waiting on the socket
+  bool linger = false;         // after this response: shut the write side, drop what still comes
+  bool closed = false;         // the transport is closed; the object is freed by the loop later
+  bool dead = false;           // closed while a batch was in flight: deleted when it completes
+  bool queued = false;         // in the loop's list of connections to read and parse again
+  bool peer_closed = false;    // the client shut its side: read on until EOF
+  bool continue_sent = false;  // the output being flushed is a 100 Continue, then the body
 
   int64_t idle_since_ms = 0;     // became idle (accepted, or last response written)
   int64_t head_started_ms = -1;  // first byte of the current request head, -1: none yet

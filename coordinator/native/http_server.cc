@@ -151,7 +151,6 @@ struct HttpServer::Impl {
   void Flush(HttpConn* c);
   void Finished(HttpConn* c);
   void Close(HttpConn* c);
-  void Delete(HttpConn* c);
   void Post(Completion c);
   void RunCompletions();
   void EndTurn();
@@ -230,6 +229,7 @@ void HttpServer::Impl::OnEvent(HttpConn* c, uint32_t events) {
   if (c->closed || c->state == State::kDetached) return;  // (the worker reads a detached one)
   if (events & EPOLLERR) return Close(c);
   if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP)) c->readable = true;
+  if (events & (EPOLLRDHUP | EPOLLHUP)) c->peer_closed = true;  // EOF follows the data
   if ((events & EPOLLOUT) && c->state == State::kFlushing) Flush(c);
   // TLS may need to write to go on reading (and the other way round): try both on any event.
   if (c->state == State::kHead || c->state == State::kBody || c->state == State::kLinger) {
@@ -255,7 +255,7 @@ void HttpServer::Impl::ReadAndProcess(HttpConn* c) {
     }
     if (io != Transport::Io::kOk) return Close(c);  // EOF or error; a partial request is lost
     // A short read drained the socket; new bytes will raise a new edge (TLS: read on).
-    if (n < sizeof buf && ssl_ctx == nullptr) c->readable = false;
+    if (n < sizeof buf && ssl_ctx == nullptr && !c->peer_closed) c->readable = false;
     c->progress_ms = now;
     if (c->state == State::kLinger) {
       c->lingered += int64_t(n);
@@ -343,14 +343,12 @@ void HttpServer::Impl::OnHead(HttpConn* c) {
   c->decoder = http::BodyDecoder(req.body, req.content_length);
   if (c->decoder.done()) return Dispatch(c);
   if (req.expect_continue) {
-    // The socket's send buffer is empty between requests: this small write goes out whole, or
-    // the connection is broken.
-    static const char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
-    size_t n = 0;
-    if (c->transport.Write(kContinue, sizeof kContinue - 1, &n) != Transport::Io::kOk ||
-        n != sizeof kContinue - 1) {
-      return Close(c);
-    }
+    // Written like a response (a pipelined client may not have read the previous one yet);
+    // the body is read once it is out.
+    c->out += "HTTP/1.1 100 Continue\r\n\r\n";
+    c->continue_sent = true;
+    c->state = State::kFlushing;
+    return Flush(c);
   }
   c->state = State::kBody;
 }
@@ -448,6 +446,15 @@ void HttpServer::Impl::Flush(HttpConn* c) {
 
 // The response (or a 100 Continue) is written.
 void HttpServer::Impl::Finished(HttpConn* c) {
+  if (c->continue_sent) {  // that was the 100 Continue: now the body
+    c->continue_sent = false;
+    c->state = State::kBody;
+    if ((c->in_pos < c->in.size() || c->readable) && !c->queued) {
+      c->queued = true;
+      ready.push_back(c);
+    }
+    return;
+  }
   if (!c->keep_alive) {
     if (!c->linger) return Close(c);
     c->transport.ShutdownWrite();

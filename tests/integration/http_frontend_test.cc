@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -370,4 +371,21 @@ TEST_CASE("http front end: a blob upload in progress at SIGTERM is answered with
   auto exit = coord->process().Wait(Millis(5000));
   REQUIRE(exit);
   CHECK(exit->clean());
+}
+
+TEST_CASE("http front end: a client that half-closes after its request is answered and closed",
+          "[http][integration]") {
+  TempDir dir("gleaner-http");
+  // A long keep-alive timeout: only reading the client's EOF can close the connection soon.
+  auto coord = StartCoordinator(dir, {"--keep-alive-timeout", "30"});
+  RawConn conn(coord->port());
+  REQUIRE(conn.connected());
+  REQUIRE(conn.Send(kHealthz));
+  REQUIRE(::shutdown(conn.fd(), SHUT_WR) == 0);  // request, then FIN in the same burst
+  const auto sent = SteadyTime::now();
+  auto r = conn.ReadResponse();
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  REQUIRE(conn.WaitEof(Millis(5000)));
+  CHECK(SecondsSince(sent) < 2.0);
 }
