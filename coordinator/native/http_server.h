@@ -37,7 +37,7 @@ namespace gleaner::native {
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;     // 0: any free port
-  int threads = 16;    // worker threads for blob transfers (each transfer holds one while it runs)
+  int threads = 64;    // worker threads for blob transfers (each transfer holds one while it runs)
   int db_readers = 4;  // connections (threads) running read-only batches
   int max_connections = 10000;
   double header_timeout_s = 10;  // a request head must be complete this long after its first byte

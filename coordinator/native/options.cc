@@ -148,7 +148,7 @@ const std::vector<Spec>& Specs() {
       {"s3-virtual-hosted", Kind::kBool, "virtual-hosted style URLs (bucket.host) (false)",
        BOOL(o->core.s3.path_style = !b)},
       {"threads", Kind::kInt,
-       "blob transfer threads; each running upload or download holds one (16)", INT(threads, int)},
+       "blob transfer threads; each running upload or download holds one (64)", INT(threads, int)},
       {"db-readers", Kind::kInt, "database connections answering read-only queries (4)",
        INT(db_readers, int)},
       {"max-connections", Kind::kInt,

@@ -28,7 +28,7 @@ struct ServeOptions {
   std::string port_file;        // written atomically with the bound port once listening
   bool public_url_set = false;  // false: derived from the bound address
   double maintenance_period_s = 60;
-  int threads = 16;    // blob transfer threads (each running transfer holds one)
+  int threads = 64;    // blob transfer threads (each running transfer holds one)
   int db_readers = 4;  // read-only database connections of the HTTP front end
   int max_connections = 10000;
   double header_timeout_s = 10;
