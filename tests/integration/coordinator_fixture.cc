@@ -26,7 +26,7 @@ CoordinatorProcess::CoordinatorProcess(std::string dir, CoordinatorOptions optio
                "127.0.0.1:0", "--port-file", dir_ + "/" + options_.name + ".port",
                "--heartbeat-interval", Seconds(options_.heartbeat_interval_s),
                "--maintenance-period", Seconds(options_.maintenance_period_s),
-               // Idle keep-alive connections hold shutdown up to this long.
+               // Short, so tests that count connections see idle ones go quickly.
                "--keep-alive-timeout", "1"};
   if (options_.stall_after_s > 0) {
     spec.args.push_back("--stall-after");
