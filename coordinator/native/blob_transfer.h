@@ -1,7 +1,7 @@
 // Blob transfers of the HTTP front end: PUT and GET/HEAD of /blobs/<key>?<signed query>, run on a
 // worker thread that has taken the connection over from the event loop (they stream large bodies
 // and fsync files, which the loop must never wait for).
-//   PUT: Coordinator::AuthorizeBlob, the URL's size limit (413 before reading), Expect:
+//   PUT: the URL's size limit (413 before reading; the loop checked the URL), Expect:
 //        100-continue, the body (Content-Length or chunked) streamed into the BlobStore while
 //        hashed, Finish (fsync, sha256 check), BlobPlacePlan (a committed object is never
 //        replaced: 409), Place (rename), BlobStoredPlan.
@@ -32,7 +32,8 @@ struct BlobDeps {
   const std::atomic<bool>* stopping = nullptr;
 };
 
-// Answers the blob request whose head conn.parser holds (conn.meta filled; conn.in holds bytes
+// Answers the blob request whose head conn.parser holds (conn.meta filled, conn.blob_grant the
+// URL the loop checked with Coordinator::AuthorizeBlob; conn.in holds bytes
 // received after the head). Writes the whole response and logs it. Returns whether the
 // connection can serve another request (the body was consumed and nothing broke); unparsed bytes
 // after the body stay in conn.in.

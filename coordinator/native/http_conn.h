@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "coordinator/core/coordinator.h"
 #include "coordinator/core/plan.h"
 #include "coordinator/native/http_exchange.h"
 #include "coordinator/native/http_parser.h"
@@ -36,8 +37,9 @@ struct HttpConn {
   std::string out;  // response bytes not written yet (from out_pos)
   size_t out_pos = 0;
 
-  RequestMeta meta;                                             // of the request being handled
-  std::string body;                                             // an API request's body
+  RequestMeta meta;            // of the request being handled
+  core::BlobGrant blob_grant;  // a blob request's URL as the loop checked it (PUT or GET)
+  std::string body;            // an API request's body
   core::Plan plan = core::Plan::Respond(core::HttpResponse());  // the request's plan (kRunning)
   bool keep_alive = true;      // the connection stays open after this response
   bool readable = false;       // bytes (or EOF) may be waiting on the socket

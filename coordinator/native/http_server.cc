@@ -329,6 +329,7 @@ void HttpServer::Impl::OnHead(HttpConn* c) {
         if (req.body == http::BodyKind::kNone) return Respond(c, refusal);
         return RespondAndClose(c, refusal, /*linger=*/true);
       }
+      c->blob_grant = std::move(grant).value();  // the worker acts on it
     }
     // A worker takes the connection over; it gets the bytes after the head in c->in.
     // Handed over at the end of this turn, when the loop no longer touches it.

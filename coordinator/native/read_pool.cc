@@ -39,12 +39,6 @@ ReadPool::~ReadPool() {
   }
 }
 
-void ReadPool::Submit(const core::Batch* batch, Done done) {
-  std::vector<std::pair<const core::Batch*, Done>> one;
-  one.emplace_back(batch, std::move(done));
-  SubmitAll(std::move(one));
-}
-
 void ReadPool::SubmitAll(std::vector<std::pair<const core::Batch*, Done>> items) {
   if (items.empty()) return;
   bool wake;

@@ -6,7 +6,7 @@
 // read again once per group instead of once per request. A batch still sees a snapshot taken
 // after it was submitted. A batch failing with kUnavailable (busy) is retried alone a few times
 // with backoff, like PlanRunner does.
-// Threading: Submit() from any thread; `done` runs on a pool thread and must be quick (hand the
+// Threading: SubmitAll() from any thread; `done` runs on a pool thread and must be quick (hand the
 // result over, never block). The destructor fails what is still queued with kUnavailable, then
 // joins the threads.
 #pragma once
@@ -33,9 +33,7 @@ class ReadPool {
                                                  size_t max_group = 128);
   ~ReadPool();
 
-  // Queues a read-only batch; it must stay alive until `done` runs.
-  void Submit(const core::Batch* batch, Done done);
-  // Queues several batches at once (one wake-up), in order.
+  // Queues read-only batches (one wake-up); each must stay alive until its `done` runs.
   void SubmitAll(std::vector<std::pair<const core::Batch*, Done>> items);
 
  private:

@@ -186,67 +186,38 @@ core::BatchResult SqliteExecutor::Execute(const core::Batch& batch) {
 
 std::vector<core::BatchResult> SqliteExecutor::ExecuteGroup(
     const std::vector<const core::Batch*>& batches) {
-  std::vector<core::BatchResult> results(batches.size());
-  Status group;
-  bool in_tx = false;
-  try {
-    impl_->Exec("BEGIN IMMEDIATE");
-    in_tx = true;
-    for (size_t i = 0; i < batches.size(); ++i) {
-      impl_->Exec("SAVEPOINT b");
-      try {
-        RunBatch(*impl_, *batches[i], &results[i]);
-      } catch (const SQLite::Exception& e) {
-        results[i].status = StatusOfSqlite(e);
-        results[i].results.clear();
-        impl_->Exec("ROLLBACK TO b");
-      } catch (const std::exception& e) {
-        results[i].status = Status::Internal(e.what());
-        results[i].results.clear();
-        impl_->Exec("ROLLBACK TO b");
-      }
-      impl_->Exec("RELEASE b");
-    }
-    impl_->Exec("COMMIT");
-    in_tx = false;
-  } catch (const SQLite::Exception& e) {
-    group = StatusOfSqlite(e);
-  } catch (const std::exception& e) {
-    group = Status::Internal(e.what());
-  }
-  if (in_tx) {
-    try {
-      impl_->Exec("ROLLBACK");
-    } catch (...) {
-    }
-  }
-  if (!group.ok()) {
-    for (core::BatchResult& r : results) {
-      r.status = group;
-      r.results.clear();
-    }
-  }
-  return results;
+  return RunGroup(batches, /*writes=*/true);
 }
 
 std::vector<core::BatchResult> SqliteExecutor::ExecuteReadGroup(
     const std::vector<const core::Batch*>& batches) {
+  return RunGroup(batches, /*writes=*/false);
+}
+
+std::vector<core::BatchResult> SqliteExecutor::RunGroup(
+    const std::vector<const core::Batch*>& batches, bool writes) {
   std::vector<core::BatchResult> results(batches.size());
   Status group;
   bool in_tx = false;
   try {
-    impl_->Exec("BEGIN");
+    impl_->Exec(writes ? "BEGIN IMMEDIATE" : "BEGIN");
     in_tx = true;
     for (size_t i = 0; i < batches.size(); ++i) {
+      // A batch that writes is undone alone when it fails; reads have nothing to undo.
+      if (writes) impl_->Exec("SAVEPOINT b");
+      bool failed = false;
       try {
         RunBatch(*impl_, *batches[i], &results[i]);
       } catch (const SQLite::Exception& e) {
         results[i].status = StatusOfSqlite(e);
-        results[i].results.clear();
+        failed = true;
       } catch (const std::exception& e) {
         results[i].status = Status::Internal(e.what());
-        results[i].results.clear();
+        failed = true;
       }
+      if (failed) results[i].results.clear();
+      if (failed && writes) impl_->Exec("ROLLBACK TO b");
+      if (writes) impl_->Exec("RELEASE b");
     }
     impl_->Exec("COMMIT");
     in_tx = false;

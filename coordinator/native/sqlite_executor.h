@@ -51,6 +51,9 @@ class SqliteExecutor : public core::SqlExecutor {
 
  private:
   struct Impl;
+  // ExecuteGroup (writes: BEGIN IMMEDIATE, a SAVEPOINT per batch) or ExecuteReadGroup.
+  std::vector<core::BatchResult> RunGroup(const std::vector<const core::Batch*>& batches,
+                                          bool writes);
   // Runs the statements of one batch inside the current transaction (throws SQLiteCpp's
   // exceptions; the public functions catch them).
   static void RunBatch(Impl& impl, const core::Batch& batch, core::BatchResult* result);
