@@ -1,6 +1,6 @@
 // The coordinator's brain: sans-I/O, portable (native and wasm32), exception-free.
 //
-// A shell (native: httplib + SQLite; edge: Worker + D1 + R2) turns each HTTP request into an
+// A shell (native: epoll HTTP + SQLite; edge: Worker + D1 + R2) turns each HTTP request into an
 // HttpRequest, asks Handle() for a Plan, runs the Plan's SQL batches, and sends the response.
 // The core owns every decision: validation, auth, scheduling, leases and fencing, cost math,
 // autoscaler target, report shaping, blob URL minting and checking. It never opens a socket or
