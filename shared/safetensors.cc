@@ -125,6 +125,8 @@ Result<ParsedFile> Parse(std::string_view bytes) {
       }
       continue;
     }
+    // Serialize refuses a nameless tensor, so a file with one could not be written back.
+    if (name.empty()) return Bad("a tensor has an empty name");
     if (!v.is_object()) return Bad("tensor \"" + name + "\" is not an object");
     TensorView t;
     const std::string where = "tensor \"" + name + "\"";
