@@ -55,23 +55,19 @@ core::BatchResult GroupCommitter::Execute(const core::Batch& batch) {
 }
 
 void GroupCommitter::Submit(const core::Batch* batch, Done done) {
-  std::vector<std::pair<const core::Batch*, Done>> one;
+  BatchItems one;
   one.emplace_back(batch, std::move(done));
   SubmitAll(std::move(one));
 }
 
-void GroupCommitter::SubmitAll(std::vector<std::pair<const core::Batch*, Done>> items) {
+void GroupCommitter::SubmitAll(BatchItems items) {
   if (items.empty()) return;
   bool wake;
   {
     std::unique_lock<std::mutex> lock(mu_);
     if (stop_) {
       lock.unlock();
-      for (auto& [batch, done] : items) {
-        core::BatchResult r;
-        r.status = Status::Unavailable("shutting down");
-        done(std::move(r));
-      }
+      AnswerShuttingDown(items);
       return;
     }
     wake = queue_.empty();
@@ -93,7 +89,7 @@ size_t GroupCommitter::queued() const {
 
 void GroupCommitter::WriterLoop() {
   pthread_setname_np(pthread_self(), "db-writer");
-  std::vector<Pending> group;
+  std::vector<QueuedBatch> group;
   std::vector<const core::Batch*> batches;
   for (;;) {
     group.clear();
@@ -102,11 +98,7 @@ void GroupCommitter::WriterLoop() {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
       if (stop_) break;
-      while (!queue_.empty() && group.size() < max_group_) {
-        group.push_back(std::move(queue_.front()));
-        batches.push_back(group.back().batch);
-        queue_.pop_front();
-      }
+      TakeGroup(&queue_, max_group_, &group, &batches);
       stats_.in_flight = group.size();
     }
     std::vector<core::BatchResult> results = db_->ExecuteGroup(batches);
@@ -121,16 +113,12 @@ void GroupCommitter::WriterLoop() {
     for (size_t i = 0; i < group.size(); ++i) group[i].done(std::move(results[i]));
   }
   // Shutting down: nothing queued runs any more.
-  std::deque<Pending> left;
+  std::deque<QueuedBatch> left;
   {
     std::lock_guard<std::mutex> lock(mu_);
     left.swap(queue_);
   }
-  for (Pending& p : left) {
-    core::BatchResult r;
-    r.status = Status::Unavailable("shutting down");
-    p.done(std::move(r));
-  }
+  AnswerShuttingDown(left);
 }
 
 }  // namespace gleaner::native

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "coordinator/native/batch_queue.h"
 #include "coordinator/native/sqlite_executor.h"
 
 namespace gleaner::native {
@@ -33,7 +34,7 @@ class GroupCommitter {
   // Page cache of the committer's connection unless SqliteOptions::cache_kib says otherwise.
   static constexpr int kCommitterCacheKib = 64 * 1024;
 
-  using Done = std::function<void(core::BatchResult)>;
+  using Done = BatchDone;
 
   // Opens the committer's connection and starts the writer. max_group bounds one transaction
   // (1: one commit per batch, for comparisons).
@@ -48,7 +49,7 @@ class GroupCommitter {
   // until `done` runs.
   void Submit(const core::Batch* batch, Done done);
   // Queues several batches at once (one wake-up of the writer), in order.
-  void SubmitAll(std::vector<std::pair<const core::Batch*, Done>> items);
+  void SubmitAll(BatchItems items);
 
   struct Stats {
     int64_t groups = 0;    // transactions committed (or failed)
@@ -61,10 +62,6 @@ class GroupCommitter {
   size_t queued() const;
 
  private:
-  struct Pending {
-    const core::Batch* batch = nullptr;
-    Done done;
-  };
   GroupCommitter(std::unique_ptr<SqliteExecutor> db, size_t max_group);
   void WriterLoop();
 
@@ -72,7 +69,7 @@ class GroupCommitter {
   size_t max_group_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Pending> queue_;
+  std::deque<QueuedBatch> queue_;
   bool stop_ = false;
   Stats stats_;
   std::thread writer_;

@@ -133,7 +133,7 @@ struct HttpServer::Impl {
   std::vector<HttpConn*> ready;   // to read and parse again (next pipelined request)
   std::vector<HttpConn*> detach;  // blob requests to hand to a worker at the end of this turn
   // Batches of this turn, handed over together at its end (one wake-up each).
-  std::vector<std::pair<const core::Batch*, ReadPool::Done>> read_batches, write_batches;
+  BatchItems read_batches, write_batches;
   bool draining = false;
   int64_t now = 0;  // steady ms, updated once per loop turn
 

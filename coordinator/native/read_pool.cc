@@ -32,25 +32,17 @@ ReadPool::~ReadPool() {
   }
   cv_.notify_all();
   for (std::thread& t : threads_) t.join();
-  for (Pending& p : queue_) {
-    core::BatchResult r;
-    r.status = Status::Unavailable("shutting down");
-    p.done(std::move(r));
-  }
+  AnswerShuttingDown(queue_);
 }
 
-void ReadPool::SubmitAll(std::vector<std::pair<const core::Batch*, Done>> items) {
+void ReadPool::SubmitAll(BatchItems items) {
   if (items.empty()) return;
   bool wake;
   {
     std::unique_lock<std::mutex> lock(mu_);
     if (stop_) {
       lock.unlock();
-      for (auto& [batch, done] : items) {
-        core::BatchResult r;
-        r.status = Status::Unavailable("shutting down");
-        done(std::move(r));
-      }
+      AnswerShuttingDown(items);
       return;
     }
     wake = idle_ > 0 && queue_.empty();
@@ -62,7 +54,7 @@ void ReadPool::SubmitAll(std::vector<std::pair<const core::Batch*, Done>> items)
 
 void ReadPool::Work(SqliteExecutor* db) {
   pthread_setname_np(pthread_self(), "db-reader");
-  std::vector<Pending> group;
+  std::vector<QueuedBatch> group;
   std::vector<const core::Batch*> batches;
   for (;;) {
     group.clear();
@@ -73,11 +65,7 @@ void ReadPool::Work(SqliteExecutor* db) {
       cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
       --idle_;
       if (stop_) return;
-      while (!queue_.empty() && group.size() < max_group_) {
-        group.push_back(std::move(queue_.front()));
-        batches.push_back(group.back().batch);
-        queue_.pop_front();
-      }
+      TakeGroup(&queue_, max_group_, &group, &batches);
       // More left for another idle thread.
       if (!queue_.empty() && idle_ > 0) cv_.notify_one();
     }

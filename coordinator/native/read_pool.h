@@ -20,13 +20,14 @@
 #include <utility>
 #include <vector>
 
+#include "coordinator/native/batch_queue.h"
 #include "coordinator/native/sqlite_executor.h"
 
 namespace gleaner::native {
 
 class ReadPool {
  public:
-  using Done = std::function<void(core::BatchResult)>;
+  using Done = BatchDone;
 
   // Opens `threads` connections (fails if the first cannot be opened) and starts the threads.
   static Result<std::unique_ptr<ReadPool>> Start(const SqliteOptions& db, int threads,
@@ -34,20 +35,16 @@ class ReadPool {
   ~ReadPool();
 
   // Queues read-only batches (one wake-up); each must stay alive until its `done` runs.
-  void SubmitAll(std::vector<std::pair<const core::Batch*, Done>> items);
+  void SubmitAll(BatchItems items);
 
  private:
-  struct Pending {
-    const core::Batch* batch = nullptr;
-    Done done;
-  };
   ReadPool(std::vector<std::unique_ptr<SqliteExecutor>> dbs, size_t max_group);
   void Work(SqliteExecutor* db);
 
   size_t max_group_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Pending> queue_;
+  std::deque<QueuedBatch> queue_;
   size_t idle_ = 0;  // threads waiting on cv_
   bool stop_ = false;
   std::vector<std::unique_ptr<SqliteExecutor>> dbs_;
