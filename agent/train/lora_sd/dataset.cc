@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "agent/train/kinds.h"
-#include "agent/train/lora_sd/torch_io.h"
+#include "agent/train/nn/torch_io.h"
 #include "shared/trainer_protocol.h"
 
 namespace gleaner::train::lora_sd {
@@ -129,7 +129,7 @@ int MakeDatasetMain(int argc, char** argv) {
     return kExitUsage;
   }
   Result<std::string> bytes = lora_sd::MakeDataset(o);
-  Status s = bytes.ok() ? lora_sd::WriteFileDurable(out, *bytes) : bytes.status();
+  Status s = bytes.ok() ? WriteFileDurable(out, *bytes) : bytes.status();
   if (!s.ok()) {
     std::fprintf(stderr, "gleaner-train make-dataset: %s\n", s.ToString().c_str());
     return kExitFailed;

@@ -14,7 +14,7 @@
 
 #include "agent/train/kinds.h"
 #include "agent/train/lora_sd/lora.h"
-#include "agent/train/lora_sd/torch_io.h"
+#include "agent/train/nn/torch_io.h"
 #include "agent/train/lora_sd/unet.h"
 #include "shared/trainer_protocol.h"
 

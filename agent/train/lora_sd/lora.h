@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/train/lora_sd/torch_io.h"
+#include "agent/train/nn/torch_io.h"
 #include "agent/train/lora_sd/unet.h"
 
 namespace gleaner::train::lora_sd {

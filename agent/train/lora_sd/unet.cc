@@ -5,30 +5,12 @@
 #include <cmath>
 #include <set>
 
+#include "agent/train/nn/attention.h"
+
 namespace gleaner::train::lora_sd {
 
 namespace nn = torch::nn;
 using torch::Tensor;
-
-LoraLinearImpl::LoraLinearImpl(int64_t in, int64_t out, bool has_bias)
-    : in_features(in), out_features(out) {
-  weight = register_parameter("weight", torch::empty({out, in}));
-  if (has_bias) bias = register_parameter("bias", torch::zeros({out}));
-  nn::init::kaiming_uniform_(weight, std::sqrt(5.0));
-}
-
-Tensor LoraLinearImpl::forward(const Tensor& x) {
-  Tensor y = torch::linear(x, weight, bias);
-  if (lora_a.defined()) {
-    Tensor a = lora_a, b = lora_b;
-    if (x.scalar_type() != a.scalar_type()) {  // autocast: LoRA weights stay fp32
-      a = a.to(x.scalar_type());
-      b = b.to(x.scalar_type());
-    }
-    y = y + torch::linear(torch::linear(x, a), b) * lora_scale;
-  }
-  return y;
-}
 
 namespace {
 
@@ -60,30 +42,18 @@ class Attention : public nn::Module {
   // context undefined = self-attention.
   Tensor forward(const Tensor& x, const Tensor& context) {
     const Tensor& ctx = context.defined() ? context : x;
-    Tensor q = HeadsToBatch(to_q->forward(x));
-    Tensor k = HeadsToBatch(to_k->forward(ctx));
-    Tensor v = HeadsToBatch(to_v->forward(ctx));
-    if (upcast_) {
-      q = q.to(torch::kFloat32);
-      k = k.to(torch::kFloat32);
-    }
-    Tensor scores = torch::baddbmm(torch::empty({q.size(0), q.size(1), k.size(1)}, q.options()), q,
-                                   k.transpose(1, 2),
-                                   /*beta=*/0, /*alpha=*/scale_);
-    Tensor probs = scores.softmax(-1).to(v.scalar_type());
-    return to_out0->forward(BatchToHeads(torch::bmm(probs, v)));
+    Tensor q = to_q->forward(x);    // [B, Lq, H*d]
+    Tensor k = to_k->forward(ctx);  // [B, Lk, H*d]
+    Tensor v = to_v->forward(ctx);
+    AttentionOptions o;
+    o.heads = heads_;
+    o.scale = scale_;
+    o.upcast = upcast_;
+    return to_out0->forward(MultiHeadAttention(q, k, v, o));
   }
   std::shared_ptr<LoraLinearImpl> to_q, to_k, to_v, to_out0;
 
  private:
-  Tensor HeadsToBatch(const Tensor& t) const {
-    int64_t b = t.size(0), s = t.size(1), d = t.size(2) / heads_;
-    return t.reshape({b, s, heads_, d}).permute({0, 2, 1, 3}).reshape({b * heads_, s, d});
-  }
-  Tensor BatchToHeads(const Tensor& t) const {
-    int64_t b = t.size(0) / heads_, s = t.size(1), d = t.size(2);
-    return t.reshape({b, heads_, s, d}).permute({0, 2, 1, 3}).reshape({b, s, heads_ * d});
-  }
   int64_t heads_;
   double scale_;
   bool upcast_;

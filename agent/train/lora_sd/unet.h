@@ -12,20 +12,11 @@
 #include <utility>
 #include <vector>
 
-#include "agent/train/lora_sd/torch_io.h"
 #include "agent/train/lora_sd/unet_config.h"
+#include "agent/train/nn/lora_linear.h"
+#include "agent/train/nn/torch_io.h"
 
 namespace gleaner::train::lora_sd {
-
-// y = x W^T + b + scale * ((x A^T) B^T) when LoRA is attached (lora_a [r,in], lora_b [out,r]).
-struct LoraLinearImpl : torch::nn::Module {
-  LoraLinearImpl(int64_t in, int64_t out, bool bias);
-  torch::Tensor forward(const torch::Tensor& x);
-  int64_t in_features, out_features;
-  torch::Tensor weight, bias;    // registered parameters (base)
-  torch::Tensor lora_a, lora_b;  // not registered; undefined without LoRA
-  double lora_scale = 0;
-};
 
 // A module whose forward takes (hidden, conditioning) and that can be recomputed in backward.
 struct Recomputable {

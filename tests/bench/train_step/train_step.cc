@@ -22,6 +22,7 @@
 #endif
 
 using namespace gleaner;
+using namespace gleaner::train;
 using namespace gleaner::train::lora_sd;
 
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/train/lora_sd/torch_io.h"
+#include "agent/train/nn/torch_io.h"
 #include "agent/train/lora_sd/unet_config.h"
 #include "shared/json.h"
 
@@ -20,6 +20,7 @@
 
 namespace gleaner::train::testing {
 
+using namespace gleaner::train;
 using namespace gleaner::train::lora_sd;
 
 // The reference fixture directory, or "" (the test then skips with a message).

@@ -1,5 +1,5 @@
-// File and tensor I/O for the lora-sd trainer, and the one place where libtorch exceptions
-// become Status.
+// File and tensor I/O for every libtorch part of the trainer, and the one place where libtorch
+// exceptions become Status.
 //
 // Contract: every function returns Status/Result and never throws; tensors are CPU, contiguous.
 // WriteFileDurable writes "<path>.tmp", fsyncs, renames over <path> and fsyncs the directory.
@@ -13,7 +13,7 @@
 
 #include "shared/status.h"
 
-namespace gleaner::train::lora_sd {
+namespace gleaner::train {
 
 using TensorMap = std::map<std::string, torch::Tensor>;
 
@@ -41,4 +41,4 @@ Result<std::string> EncodeSafetensors(const TensorMap& tensors,
 Status SaveSafetensors(const std::string& path, const TensorMap& tensors,
                        const std::map<std::string, std::string>& metadata = {});
 
-}  // namespace gleaner::train::lora_sd
+}  // namespace gleaner::train

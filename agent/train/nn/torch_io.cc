@@ -1,4 +1,4 @@
-#include "agent/train/lora_sd/torch_io.h"
+#include "agent/train/nn/torch_io.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -13,7 +13,7 @@
 #include "shared/json.h"
 #include "shared/safetensors.h"
 
-namespace gleaner::train::lora_sd {
+namespace gleaner::train {
 namespace st = gleaner::safetensors;
 
 Status CatchTorch(const char* what, const std::function<Status()>& fn) {
@@ -256,4 +256,4 @@ Status SaveSafetensors(const std::string& path, const TensorMap& tensors,
   return WriteFileDurable(path, *bytes);
 }
 
-}  // namespace gleaner::train::lora_sd
+}  // namespace gleaner::train
