@@ -9,14 +9,16 @@
 #include <string>
 #include <vector>
 
-#include "agent/train/nn/torch_io.h"
 #include "agent/train/lora_sd/unet_config.h"
+#include "agent/train/nn/torch_io.h"
 #include "shared/json.h"
 
 // glog (pulled in by libtorch) defines CHECK(cond) too. Catch's must win: lora-sd test files get
 // Catch only through this header, which includes libtorch first and then replaces CHECK.
 #undef CHECK
 #include <catch2/catch.hpp>
+
+#include "tests/skip.h"
 
 namespace gleaner::train::testing {
 
@@ -30,11 +32,10 @@ inline std::string FixtureDir() {
   return ::stat((d + "/weights.safetensors").c_str(), &st) == 0 ? d : "";
 }
 
-#define SKIP_WITHOUT_FIXTURE(dir)                                               \
-  std::string dir = ::gleaner::train::testing::FixtureDir();                    \
-  if (dir.empty()) {                                                            \
-    WARN("SKIP: fixtures not found under " GLEANER_FIXTURES_DIR "/unet-ref-a"); \
-    return;                                                                     \
+#define SKIP_WITHOUT_FIXTURE(dir)                                                 \
+  std::string dir = ::gleaner::train::testing::FixtureDir();                      \
+  if (dir.empty()) {                                                              \
+    GLEANER_SKIP("fixtures not found under " GLEANER_FIXTURES_DIR "/unet-ref-a"); \
   }
 
 inline void RemoveTree(const std::string& path) {
