@@ -3,7 +3,6 @@
 #include "agent/train/images/dataset.h"
 
 #include <png.h>
-#include <zlib.h>
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -76,16 +75,6 @@ std::string FirstError(const std::vector<ZipEntry>& entries, const DatasetOption
   }
   FAIL("no error");
   return "";
-}
-
-std::string PatchedPngSize(std::string png, uint32_t w, uint32_t h) {
-  for (int i = 0; i < 4; ++i) {
-    png[16 + i] = char(w >> (24 - 8 * i));
-    png[20 + i] = char(h >> (24 - 8 * i));
-  }
-  uint32_t crc = uint32_t(crc32(0, reinterpret_cast<const Bytef*>(&png[12]), 17));
-  for (int i = 0; i < 4; ++i) png[29 + i] = char(crc >> (24 - 8 * i));
-  return png;
 }
 
 int Run(const std::string& args, std::string* err) {

@@ -3,7 +3,6 @@
 #include "agent/train/images/decode.h"
 
 #include <png.h>
-#include <zlib.h>
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -53,17 +52,6 @@ std::vector<uint8_t> Samples(int w, int h, int channels, int bytes_per_sample, F
     }
   }
   return s;
-}
-
-std::string PatchedPngSize(std::string png, uint32_t w, uint32_t h) {
-  // IHDR data starts at byte 16; its CRC covers type + data (bytes 12..28).
-  for (int i = 0; i < 4; ++i) {
-    png[16 + i] = char(w >> (24 - 8 * i));
-    png[20 + i] = char(h >> (24 - 8 * i));
-  }
-  uint32_t crc = png_uint_32(crc32(0, reinterpret_cast<const Bytef*>(&png[12]), 17));
-  for (int i = 0; i < 4; ++i) png[29 + i] = char(crc >> (24 - 8 * i));
-  return png;
 }
 
 }  // namespace

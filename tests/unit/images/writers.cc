@@ -173,6 +173,17 @@ std::string WritePng(const PngSpec& spec) {
   return out;
 }
 
+std::string PatchedPngSize(std::string png, uint32_t w, uint32_t h) {
+  // IHDR data starts at byte 16; its CRC covers type + data (bytes 12..28).
+  for (int i = 0; i < 4; ++i) {
+    png[size_t(16 + i)] = char(w >> (24 - 8 * i));
+    png[size_t(20 + i)] = char(h >> (24 - 8 * i));
+  }
+  uint32_t crc = uint32_t(crc32(0, reinterpret_cast<const Bytef*>(&png[12]), 17));
+  for (int i = 0; i < 4; ++i) png[size_t(29 + i)] = char(crc >> (24 - 8 * i));
+  return png;
+}
+
 std::string WriteWebp(const Image& image, bool lossless, const std::vector<uint8_t>& alpha,
                       const std::string& exif) {
   uint8_t* buf = nullptr;

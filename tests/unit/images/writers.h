@@ -51,6 +51,8 @@ struct PngSpec {
   std::string exif;                             // eXIf chunk (before IDAT)
 };
 std::string WritePng(const PngSpec& spec);
+// The same PNG with its header claiming another size (CRC fixed): a decompression bomb.
+std::string PatchedPngSize(std::string png, uint32_t width, uint32_t height);
 
 // WebP: lossless or lossy (quality 90); alpha (one byte per pixel) optional; EXIF via libwebpmux.
 std::string WriteWebp(const Image& image, bool lossless, const std::vector<uint8_t>& alpha = {},
