@@ -168,6 +168,17 @@ TEST_CASE("PNG: every colour type and depth becomes RGB as Pillow's convert(\"RG
         8, false, Samples(w, h, 2, 1, [&](int x, int y, int c) { return c ? 0 : value(x, y, 0); })};
     CHECK(MaxDiff(Decoded(WritePng(pa)), g) == 0);
   }
+  SECTION("a tRNS transparent colour on gray or RGB is ignored") {
+    PngSpec p{w, h, PNG_COLOR_TYPE_RGB, 8, false, Samples(w, h, 3, 1, value)};
+    p.has_trns_key = true;
+    p.trns_key = {uint16_t(value(0, 0, 0)), uint16_t(value(0, 0, 1)), uint16_t(value(0, 0, 2))};
+    CHECK(MaxDiff(Decoded(WritePng(p)), want) == 0);
+    PngSpec q{4, 1, PNG_COLOR_TYPE_GRAY, 4, false, {0x0F, 0x8A}};
+    q.has_trns_key = true;
+    q.trns_key = {15, 0, 0};
+    Image g = Decoded(WritePng(q));
+    CHECK(g.rgb == std::vector<uint8_t>{0, 0, 0, 255, 255, 255, 136, 136, 136, 170, 170, 170});
+  }
   SECTION("low bit depth gray is scaled to 0..255") {
     // 8 pixels of 1-bit gray in one byte: 10110000 -> 255 0 255 255 0 0 0 0.
     PngSpec p{8, 1, PNG_COLOR_TYPE_GRAY, 1, false, {0xB0}};

@@ -157,6 +157,13 @@ std::string WritePng(const PngSpec& spec) {
   if (!spec.trns.empty()) {
     png_set_tRNS(png, info, spec.trns.data(), int(spec.trns.size()), nullptr);
   }
+  if (spec.has_trns_key) {
+    png_color_16 key{};
+    key.gray = key.red = spec.trns_key[0];
+    key.green = spec.trns_key[1];
+    key.blue = spec.trns_key[2];
+    png_set_tRNS(png, info, nullptr, 0, &key);
+  }
   if (!spec.exif.empty()) {
     png_set_eXIf_1(png, info, png_uint_32(spec.exif.size()),
                    reinterpret_cast<png_bytep>(const_cast<char*>(spec.exif.data())));

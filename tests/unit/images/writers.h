@@ -48,6 +48,8 @@ struct PngSpec {
   std::vector<uint8_t> samples;                 // packed rows
   std::vector<std::array<uint8_t, 3>> palette;  // for palette images
   std::vector<uint8_t> trns;                    // palette transparency
+  bool has_trns_key = false;                    // gray / RGB transparent colour (tRNS)
+  std::array<uint16_t, 3> trns_key{};           // gray in [0]; RGB in [0..2]
   std::string exif;                             // eXIf chunk (before IDAT)
 };
 std::string WritePng(const PngSpec& spec);
