@@ -53,7 +53,10 @@ Status ParseZip(std::string_view bytes, EntryCollector* out);
 Status ParseTar(std::string_view bytes, EntryCollector* out);
 
 // Inflates a raw deflate stream (zip method 8) of exactly `size` bytes of output; with
-// max_bytes < size stops early and returns the first max_bytes.
+// max_bytes < size stops early and returns the first max_bytes (inflate.cc).
 Result<std::string> InflateRaw(std::string_view in, uint64_t size, uint64_t max_bytes);
+// Decompresses a gzip stream (a .tar.gz) with the limits' total size and ratio guard applied as
+// it goes, so a gzip bomb stops early (inflate.cc).
+Result<std::string> Gunzip(std::string_view in, const ArchiveLimits& limits);
 
 }  // namespace gleaner::images::internal
