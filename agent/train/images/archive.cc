@@ -33,9 +33,10 @@ const char* TypeNote(EntryType t) {
 
 }  // namespace
 
-Status EntryCollector::EntryError(std::string_view raw_name, const std::string& what) const {
+Status EntryCollector::EntryError(std::string_view raw_name, const std::string& what,
+                                  Code code) const {
   std::string shown(raw_name.substr(0, 200));
-  return Status::Invalid(std::string(format_) + " entry \"" + shown + "\": " + what);
+  return Status(code, std::string(format_) + " entry \"" + shown + "\": " + what);
 }
 
 Status EntryCollector::Add(std::string_view raw_name, EntryType type, uint64_t size,
@@ -52,19 +53,18 @@ Status EntryCollector::Add(std::string_view raw_name, EntryType type, uint64_t s
                                        std::to_string(limits_.max_entries) + " files");
   }
   if (size > limits_.max_entry_bytes) {
-    return Status(Code::kTooLarge,
-                  EntryError(raw_name, std::to_string(size) + " bytes, over the limit of " +
-                                           std::to_string(limits_.max_entry_bytes))
-                      .message());
+    return EntryError(raw_name,
+                      std::to_string(size) + " bytes, over the limit of " +
+                          std::to_string(limits_.max_entry_bytes),
+                      Code::kTooLarge);
   }
   if (loc.method == Method::kDeflate && size > kRatioFloorBytes &&
       size / std::max<uint64_t>(loc.stored_size, 1) > limits_.max_ratio) {
-    return Status(
-        Code::kTooLarge,
-        EntryError(raw_name, "compressed " + std::to_string(loc.stored_size) + " -> " +
-                                 std::to_string(size) + " bytes, over the ratio limit " +
-                                 std::to_string(limits_.max_ratio) + ":1 (zip bomb guard)")
-            .message());
+    return EntryError(raw_name,
+                      "compressed " + std::to_string(loc.stored_size) + " -> " +
+                          std::to_string(size) + " bytes, over the ratio limit " +
+                          std::to_string(limits_.max_ratio) + ":1 (zip bomb guard)",
+                      Code::kTooLarge);
   }
   total_ += size;
   if (total_ > limits_.max_total_bytes) {

@@ -36,7 +36,8 @@ class EntryCollector {
   // Sorts by path; error on a duplicate path.
   Status Finish();
   // "zip entry \"name\": " + what
-  Status EntryError(std::string_view raw_name, const std::string& what) const;
+  Status EntryError(std::string_view raw_name, const std::string& what,
+                    Code code = Code::kInvalidArgument) const;
 
   std::vector<ArchiveFile> files;
   std::vector<Location> locations;  // parallel to files
