@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "agent/train/images/codecs.h"
+#include "agent/train/images/png_errors.h"
 
 namespace gleaner::images::internal {
 namespace {
@@ -18,19 +19,11 @@ constexpr png_alloc_size_t kMaxChunkBytes = 8u << 20;
 struct PngJob {
   std::string_view bytes;
   size_t offset = 0;
-  char message[256] = {};
+  PngMessage message;
   Status status;
   DecodedFile out;
   std::vector<png_bytep> rows;
 };
-
-void OnError(png_structp png, png_const_charp msg) {
-  auto* job = static_cast<PngJob*>(png_get_error_ptr(png));
-  std::snprintf(job->message, sizeof job->message, "%s", msg);
-  png_longjmp(png, 1);
-}
-
-void OnWarning(png_structp, png_const_charp) {}
 
 void ReadBytes(png_structp png, png_bytep dst, size_t n) {
   auto* job = static_cast<PngJob*>(png_get_io_ptr(png));
@@ -48,9 +41,10 @@ void TakeExif(png_structp png, png_infop info, PngJob* job) {
 }
 
 bool Run(const DecodeLimits& limits, PngJob* job) {
-  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, job, OnError, OnWarning);
+  png_structp png =
+      png_create_read_struct(PNG_LIBPNG_VER_STRING, &job->message, PngError, PngWarning);
   if (png == nullptr) {
-    std::snprintf(job->message, sizeof job->message, "libpng could not start");
+    std::snprintf(job->message.text, sizeof job->message.text, "libpng could not start");
     return false;
   }
   png_infop info = png_create_info_struct(png);
@@ -103,7 +97,7 @@ Result<DecodedFile> DecodePng(std::string_view bytes, const DecodeLimits& limits
   job.bytes = bytes;
   if (!Run(limits, &job)) {
     if (!job.status.ok()) return job.status;
-    return Status::Corruption(std::string("corrupt or truncated PNG: ") + job.message);
+    return Status::Corruption(std::string("corrupt or truncated PNG: ") + job.message.text);
   }
   return std::move(job.out);
 }

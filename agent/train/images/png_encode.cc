@@ -7,22 +7,16 @@
 #include <cstdio>
 #include <vector>
 
+#include "agent/train/images/png_errors.h"
+
 namespace gleaner::images {
 namespace {
 
 struct EncodeJob {
   std::string out;
   std::vector<png_bytep> rows;
-  char message[256] = {};
+  internal::PngMessage message;
 };
-
-void OnError(png_structp png, png_const_charp msg) {
-  auto* job = static_cast<EncodeJob*>(png_get_error_ptr(png));
-  std::snprintf(job->message, sizeof job->message, "%s", msg);
-  png_longjmp(png, 1);
-}
-
-void OnWarning(png_structp, png_const_charp) {}
 
 void WriteBytes(png_structp png, png_bytep data, size_t n) {
   static_cast<EncodeJob*>(png_get_io_ptr(png))->out.append(reinterpret_cast<char*>(data), n);
@@ -31,7 +25,8 @@ void WriteBytes(png_structp png, png_bytep data, size_t n) {
 void Flush(png_structp) {}
 
 bool Run(const Image& image, EncodeJob* job) {
-  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, job, OnError, OnWarning);
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &job->message,
+                                            internal::PngError, internal::PngWarning);
   if (png == nullptr) return false;
   png_infop info = png_create_info_struct(png);
   if (info == nullptr || setjmp(png_jmpbuf(png))) {
@@ -63,7 +58,7 @@ Result<std::string> EncodePng(const Image& image) {
   for (int y = 0; y < image.height; ++y) {
     job.rows[size_t(y)] = const_cast<png_bytep>(image.pixel(0, y));
   }
-  if (!Run(image, &job)) return Status::Internal(std::string("PNG encode: ") + job.message);
+  if (!Run(image, &job)) return Status::Internal(std::string("PNG encode: ") + job.message.text);
   return std::move(job.out);
 }
 
