@@ -6,6 +6,7 @@
 #include "agent/train/common/run_args.h"
 #include "agent/train/common/signals.h"
 #include "agent/train/kinds.h"
+#include "agent/train/text/commands.h"
 #include "shared/trainer_protocol.h"
 
 namespace {
@@ -43,6 +44,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc >= 2 && std::strcmp(argv[1], "run") == 0) return RunMain(argc - 2, argv + 2);
+  if (argc >= 2 && std::strcmp(argv[1], "tokenize") == 0) {
+    return gleaner::train::text::TokenizeMain(argc - 2, argv + 2);
+  }
 #ifdef GLEANER_WITH_TORCH
   if (argc >= 2 && std::strcmp(argv[1], "forward") == 0) {
     return gleaner::train::ForwardMain(argc - 2, argv + 2);
