@@ -57,6 +57,9 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "make-model") == 0) {
     return gleaner::train::MakeModelMain(argc - 2, argv + 2);
   }
+  if (argc >= 2 && std::strcmp(argv[1], "text-encode") == 0) {
+    return gleaner::train::text::TextEncodeMain(argc - 2, argv + 2);
+  }
 #endif
   return Usage();
 }

@@ -64,7 +64,8 @@ bool IsAsciiSpace(char c) {
 Status LoadVocab(std::string_view text, ClipTokenizer::Data* d) {
   Result<Json> j = ParseJson(text);
   if (!j.ok()) return Status::Invalid("vocab.json: " + j.status().message());
-  if (!j->is_object() || j->empty()) return Status::Invalid("vocab.json: not a non-empty object");
+  if (!j->is_object() || j->empty())
+    return Status::Invalid("vocab.json: expected a JSON object of token ids");
   for (auto it = j->begin(); it != j->end(); ++it) {
     const Json& v = it.value();
     if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
