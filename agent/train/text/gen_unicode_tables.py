@@ -82,18 +82,12 @@ def code_points():
     return (cp for cp in range(MAX) if cp not in SURROGATES)
 
 
-def emit_u32(name, items, per_line=8):
-    print(f"extern const uint32_t {name}[] = {{")
+def emit(name, items, bits):
+    """An array of uint32_t or uint64_t literals and its size."""
+    per_line, fmt = (8, "0x{:08X},") if bits == 32 else (4, "0x{:016X}ull,")
+    print(f"extern const uint{bits}_t {name}[] = {{")
     for i in range(0, len(items), per_line):
-        print("    " + " ".join(f"0x{x:08X}," for x in items[i:i + per_line]))
-    print("};")
-    print(f"extern const size_t {name}Size = {len(items)};\n")
-
-
-def emit_u64(name, items, per_line=4):
-    print(f"extern const uint64_t {name}[] = {{")
-    for i in range(0, len(items), per_line):
-        print("    " + " ".join(f"0x{x:016X}ull," for x in items[i:i + per_line]))
+        print("    " + " ".join(fmt.format(x) for x in items[i:i + per_line]))
     print("};")
     print(f"extern const size_t {name}Size = {len(items)};\n")
 
@@ -167,17 +161,17 @@ def main():
     print("// clang-format off")
     print('#include "agent/train/text/unicode_tables.h"\n')
     print("namespace gleaner::train::text::tables {\n")
-    emit_u32("kFlagRuns", [(cp << 8) | f for cp, f in flag_runs])
+    emit("kFlagRuns", [(cp << 8) | f for cp, f in flag_runs], 32)
     print("extern const LowerRun kLowerRuns[] = {")
     for i in range(0, len(lower_runs), 4):
         print("    " + " ".join("{0x%X, %d, %d, %d}," % tuple(r) for r in lower_runs[i:i + 4]))
     print("};")
     print(f"extern const size_t kLowerRunsSize = {len(lower_runs)};\n")
-    emit_u64("kLowerSpecial", [(a << 42) | (b << 21) | c for a, b, c in specials])
-    emit_u32("kCombiningClassRuns", [(cp << 8) | v for cp, v in ccc_runs])
-    emit_u64("kDecompositions", decomps)
-    emit_u64("kCompositions", comps)
-    emit_u32("kAsciiFolds", folds)
+    emit("kLowerSpecial", [(a << 42) | (b << 21) | c for a, b, c in specials], 64)
+    emit("kCombiningClassRuns", [(cp << 8) | v for cp, v in ccc_runs], 32)
+    emit("kDecompositions", decomps, 64)
+    emit("kCompositions", comps, 64)
+    emit("kAsciiFolds", folds, 32)
     print("}  // namespace gleaner::train::text::tables")
 
 

@@ -22,15 +22,6 @@ namespace {
 
 const char* const kEncoders[] = {"text_encoder", "text_encoder_2"};
 
-// The reference sets present: set a (else the test skips), set b when given.
-std::vector<std::string> ReferenceSets() {
-  std::vector<std::string> sets;
-  for (const char* s : {"clip-text-ref-a", "clip-text-ref-b"}) {
-    if (FileExists(FixtureSet(s) + "/inputs.safetensors")) sets.push_back(FixtureSet(s));
-  }
-  return sets;
-}
-
 #define SKIP_WITHOUT_TEXT_FIXTURE()                                                    \
   if (!FileExists(FixtureSet("clip-text-ref-a") + "/inputs.safetensors")) {            \
     GLEANER_SKIP("fixtures not found under " GLEANER_FIXTURES_DIR "/clip-text-ref-a"); \
@@ -118,7 +109,7 @@ std::string ErrorOf(const Status& s) {
 TEST_CASE("CLIP text encoders match the transformers reference", "[text][fixture]") {
   SKIP_WITHOUT_TEXT_FIXTURE();
   torch::NoGradGuard no_grad;
-  for (const std::string& set : ReferenceSets()) {
+  for (const std::string& set : ReferenceSets("clip-text", "inputs.safetensors")) {
     TensorMap inputs = MustLoad(set + "/inputs.safetensors");
     for (const std::string enc : kEncoders) {
       INFO(set << " " << enc);
@@ -139,7 +130,7 @@ TEST_CASE("CLIP text encoders match the transformers reference", "[text][fixture
 
 TEST_CASE("text-encoder LoRA outputs and gradients match the reference", "[text][fixture]") {
   SKIP_WITHOUT_TEXT_FIXTURE();
-  for (const std::string& set : ReferenceSets()) {
+  for (const std::string& set : ReferenceSets("clip-text", "inputs.safetensors")) {
     TensorMap inputs = MustLoad(set + "/inputs.safetensors");
     for (const std::string enc : kEncoders) {
       INFO(set << " " << enc);
@@ -376,7 +367,8 @@ TEST_CASE("text-encoder LoRA names, fresh adapters and file errors", "[text]") {
   {
     ClipTextModel plain(config);
     torch::NoGradGuard no_grad;
-    for (const auto& p : model.named_parameters()) plain.named_parameters()[p.key()].copy_(p.value());
+    for (const auto& p : model.named_parameters())
+      plain.named_parameters()[p.key()].copy_(p.value());
     CHECK(torch::equal(plain.forward(ids).last_hidden_state, model.forward(ids).last_hidden_state));
   }
   CHECK(lora.Attach(0, 1, at::detail::createCPUGenerator(3)).message() ==

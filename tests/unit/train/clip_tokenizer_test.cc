@@ -39,15 +39,6 @@ Ids ToIds(const Json& j) {
   return ids;
 }
 
-// The reference case sets present: set a always (else the test skips), set b when given.
-std::vector<std::string> CaseSets() {
-  std::vector<std::string> sets;
-  for (const char* s : {"clip-tokenizer-ref-a", "clip-tokenizer-ref-b"}) {
-    if (FileExists(FixtureSet(s) + "/cases.json")) sets.push_back(FixtureSet(s));
-  }
-  return sets;
-}
-
 #define SKIP_WITHOUT_TOKENIZER_FIXTURE()                                                    \
   if (!FileExists(FixtureSet("clip-tokenizer-ref-a") + "/vocab.json")) {                    \
     GLEANER_SKIP("fixtures not found under " GLEANER_FIXTURES_DIR "/clip-tokenizer-ref-a"); \
@@ -81,7 +72,7 @@ TEST_CASE("CLIP tokenizer reproduces every reference case exactly", "[text][fixt
   REQUIRE(bang.ok());
   CHECK(eot->pad_id() == 49407);
   CHECK(bang->pad_id() == 0);
-  for (const std::string& set : CaseSets()) {
+  for (const std::string& set : ReferenceSets("clip-tokenizer", "cases.json")) {
     Json cases = MustParseFile(set + "/cases.json")["cases"];
     REQUIRE(cases.size() >= 100);
     for (const Json& c : cases) {

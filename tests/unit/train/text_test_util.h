@@ -21,6 +21,17 @@ inline bool FileExists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+// The reference sets "<family>-ref-a" and "-ref-b" that hold `probe` (set b is a hidden companion
+// set, checked when present), as directories.
+inline std::vector<std::string> ReferenceSets(const std::string& family, const std::string& probe) {
+  std::vector<std::string> sets;
+  for (const char* suffix : {"-ref-a", "-ref-b"}) {
+    std::string dir = FixtureSet(family + suffix);
+    if (FileExists(dir + "/" + probe)) sets.push_back(dir);
+  }
+  return sets;
+}
+
 struct CliRun {
   int code = -1;    // exit code, or -signal
   std::string err;  // everything the command wrote to stderr
