@@ -34,8 +34,9 @@ Status LoadModuleWeights(torch::nn::Module& model, const TensorMap& weights,
       }
     }
     if (!missing.empty()) return Status::Invalid(what + ": missing keys: " + List(missing));
-    if (!unexpected.empty())
+    if (!unexpected.empty()) {
       return Status::Invalid(what + ": unexpected keys: " + List(unexpected));
+    }
     if (!mismatched.empty()) {
       return Status::Invalid(what + ": shape mismatch for: " + List(mismatched));
     }

@@ -31,8 +31,7 @@ struct ClipTokenizer::Data {
   std::string pad_token;
 
   int32_t Intern(const std::string& s) {
-    auto [it, added] = symbol_ids.emplace(s, int32_t(symbol_ids.size()));
-    return it->second;
+    return symbol_ids.emplace(s, int32_t(symbol_ids.size())).first->second;
   }
   void EncodePiece(std::string_view utf8, std::vector<int32_t>* ids) const;
   void Bpe(const std::string& word, std::vector<int32_t>* ids) const;
@@ -64,8 +63,9 @@ bool IsAsciiSpace(char c) {
 Status LoadVocab(std::string_view text, ClipTokenizer::Data* d) {
   Result<Json> j = ParseJson(text);
   if (!j.ok()) return Status::Invalid("vocab.json: " + j.status().message());
-  if (!j->is_object() || j->empty())
+  if (!j->is_object() || j->empty()) {
     return Status::Invalid("vocab.json: expected a JSON object of token ids");
+  }
   for (auto it = j->begin(); it != j->end(); ++it) {
     const Json& v = it.value();
     if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
@@ -86,9 +86,10 @@ Status LoadVocab(std::string_view text, ClipTokenizer::Data* d) {
 Status LoadMerges(std::string_view text, ClipTokenizer::Data* d) {
   Result<std::u32string> valid = DecodeUtf8(text);
   if (!valid.ok()) return Status::Invalid("merges.txt: " + valid.status().message());
-  while (!text.empty() && (IsAsciiSpace(text.front()) || text.front() == '\n'))
-    text.remove_prefix(1);
-  while (!text.empty() && (IsAsciiSpace(text.back()) || text.back() == '\n')) text.remove_suffix(1);
+  // transformers: read().strip().split("\n")[1 : 1 + kMaxMerges]
+  auto space = [](char c) { return IsAsciiSpace(c) || c == '\n'; };
+  while (!text.empty() && space(text.front())) text.remove_prefix(1);
+  while (!text.empty() && space(text.back())) text.remove_suffix(1);
   if (text.rfind("#version", 0) != 0) {
     return Status::Invalid("merges.txt: the first line is not a \"#version\" header");
   }

@@ -37,9 +37,10 @@ Status Tokenize(const CommandFlags& flags, size_t max_length) {
     }
     const std::string& s = p.get_ref<const std::string&>();
     Result<std::vector<int32_t>> ids = max_length ? tok->Encode(s, max_length) : tok->Encode(s);
-    if (!ids.ok())
+    if (!ids.ok()) {
       return Status::Invalid(prompts_path + ": element " + std::to_string(i) + ": " +
                              ids.status().message());
+    }
     out.push_back(*ids);
   }
   return files::WriteDurable(flags.at("--out"), DumpJson(out) + "\n");

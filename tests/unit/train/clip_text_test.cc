@@ -367,8 +367,9 @@ TEST_CASE("text-encoder LoRA names, fresh adapters and file errors", "[text]") {
   {
     ClipTextModel plain(config);
     torch::NoGradGuard no_grad;
-    for (const auto& p : model.named_parameters())
+    for (const auto& p : model.named_parameters()) {
       plain.named_parameters()[p.key()].copy_(p.value());
+    }
     CHECK(torch::equal(plain.forward(ids).last_hidden_state, model.forward(ids).last_hidden_state));
   }
   CHECK(lora.Attach(0, 1, at::detail::createCPUGenerator(3)).message() ==
