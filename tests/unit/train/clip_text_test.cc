@@ -288,6 +288,22 @@ TEST_CASE("text-encode CLI refuses bad input with one line, usage errors exit 64
   expect({"--out", out}, kExitFailed, "missing tensor input_ids", "",
          tmp.File("no_ids.safetensors"));
   expect({"--out", out}, kExitFailed, "cannot open", "", tmp.File("absent.safetensors"));
+  // Weights that do not fit the config (API: no process needed).
+  auto weights_error = [&](const std::string& config_json) {
+    REQUIRE(h::WriteFile(tmp.File("c.json"), config_json));
+    auto m = LoadClipTextModel(tmp.File("c.json"), dir + "/weights.safetensors");
+    REQUIRE_FALSE(m.ok());
+    return m.status().message();
+  };
+  const std::string base =
+      R"("hidden_size": 32, "intermediate_size": 37, "num_attention_heads": 4)";
+  CHECK(weights_error("{" + base + R"(, "num_hidden_layers": 2})")
+            .find("unexpected keys: text_model.encoder.layers.2.") != std::string::npos);
+  CHECK(weights_error("{" + base + R"(, "num_hidden_layers": 4})")
+            .find("missing keys: text_model.encoder.layers.3.") != std::string::npos);
+  CHECK(weights_error(R"({"hidden_size": 32, "intermediate_size": 36, "num_attention_heads": 4,
+                          "num_hidden_layers": 3})")
+            .find("shape mismatch for: text_model.encoder.layers.0.mlp.fc1.") != std::string::npos);
   REQUIRE(h::WriteFile(tmp.File("relu.json"), R"({"hidden_act": "relu", "hidden_size": 32})"));
   expect({"--out", out}, kExitFailed, "hidden_act \"relu\" is not supported",
          tmp.File("relu.json"));
