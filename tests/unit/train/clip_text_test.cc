@@ -288,6 +288,11 @@ TEST_CASE("text-encode CLI refuses bad input with one line, usage errors exit 64
   expect({"--out", out}, kExitFailed, "missing tensor input_ids", "",
          tmp.File("no_ids.safetensors"));
   expect({"--out", out}, kExitFailed, "cannot open", "", tmp.File("absent.safetensors"));
+  // Older checkpoints carry the position_ids buffer: ignored.
+  TensorMap with_buffer = MustLoad(dir + "/weights.safetensors");
+  with_buffer["text_model.embeddings.position_ids"] = torch::arange(77).reshape({1, 77});
+  auto model = std::make_shared<ClipTextModel>(*LoadClipTextConfig(dir + "/config.json"));
+  CHECK(LoadClipTextWeights(*model, with_buffer).ok());
   // Weights that do not fit the config (API: no process needed).
   auto weights_error = [&](const std::string& config_json) {
     REQUIRE(h::WriteFile(tmp.File("c.json"), config_json));
