@@ -7,6 +7,7 @@
 #include "agent/train/common/signals.h"
 #include "agent/train/images/commands.h"
 #include "agent/train/kinds.h"
+#include "agent/train/text/commands.h"
 #include "shared/trainer_protocol.h"
 
 namespace {
@@ -49,6 +50,9 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "prepare-images") == 0) {
     return gleaner::train::PrepareImagesMain(argc - 2, argv + 2);
   }
+  if (argc >= 2 && std::strcmp(argv[1], "tokenize") == 0) {
+    return gleaner::train::text::TokenizeMain(argc - 2, argv + 2);
+  }
 #ifdef GLEANER_WITH_TORCH
   if (argc >= 2 && std::strcmp(argv[1], "forward") == 0) {
     return gleaner::train::ForwardMain(argc - 2, argv + 2);
@@ -58,6 +62,9 @@ int main(int argc, char** argv) {
   }
   if (argc >= 2 && std::strcmp(argv[1], "make-model") == 0) {
     return gleaner::train::MakeModelMain(argc - 2, argv + 2);
+  }
+  if (argc >= 2 && std::strcmp(argv[1], "text-encode") == 0) {
+    return gleaner::train::text::TextEncodeMain(argc - 2, argv + 2);
   }
 #endif
   return Usage();
