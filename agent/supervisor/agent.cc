@@ -11,7 +11,7 @@
 #include "agent/supervisor/log.h"
 #include "agent/supervisor/owner_gate.h"
 #include "agent/supervisor/state.h"
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 
 namespace gleaner::agent {
 namespace {

@@ -8,8 +8,8 @@
 
 #include "agent/supervisor/api.h"
 #include "agent/supervisor/config.h"
-#include "agent/supervisor/http_client.h"
 #include "agent/supervisor/job_runner.h"
+#include "shared/native/http_client.h"
 
 namespace gleaner::agent {
 

@@ -19,7 +19,7 @@
 #include <string>
 #include <thread>
 
-#include "agent/supervisor/http_client.h"
+#include "shared/native/http_client.h"
 
 namespace gleaner::agent {
 

@@ -12,14 +12,14 @@
 #include <mutex>
 #include <thread>
 
+#include "agent/protocol/checkpoint_dir.h"
+#include "agent/protocol/trainer_protocol.h"
 #include "agent/supervisor/archive.h"
 #include "agent/supervisor/child_process.h"
 #include "agent/supervisor/log.h"
 #include "agent/supervisor/retry.h"
 #include "agent/supervisor/uploader.h"
-#include "agent/train/common/checkpoint_dir.h"
-#include "agent/train/common/files.h"
-#include "shared/trainer_protocol.h"
+#include "shared/native/files.h"
 
 namespace gleaner::agent {
 

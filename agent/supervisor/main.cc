@@ -15,10 +15,10 @@
 #include "agent/supervisor/agent.h"
 #include "agent/supervisor/config.h"
 #include "agent/supervisor/control_cli.h"
-#include "agent/supervisor/curl_http.h"
 #include "agent/supervisor/log.h"
 #include "agent/supervisor/self_test.h"
 #include "agent/supervisor/self_update.h"
+#include "shared/native/curl_http.h"
 
 using namespace gleaner::agent;
 

@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "agent/protocol/checkpoint_dir.h"
 #include "agent/supervisor/child_process.h"
 #include "agent/supervisor/log.h"
-#include "agent/train/common/checkpoint_dir.h"
-#include "agent/train/common/files.h"
 #include "agent/train/synthetic/synthetic.h"
 #include "shared/json.h"
+#include "shared/native/files.h"
 
 namespace gleaner::agent {
 namespace {

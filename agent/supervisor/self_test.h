@@ -6,7 +6,7 @@
 #pragma once
 
 #include "agent/supervisor/config.h"
-#include "agent/supervisor/http_client.h"
+#include "shared/native/http_client.h"
 
 namespace gleaner::agent {
 

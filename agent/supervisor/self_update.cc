@@ -14,7 +14,7 @@
 
 #include "agent/supervisor/child_process.h"
 #include "agent/supervisor/log.h"
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 
 #ifndef GLEANER_PINNED_RELEASE_KEYS
 #define GLEANER_PINNED_RELEASE_KEYS ""

@@ -26,8 +26,8 @@
 
 #include "agent/supervisor/api.h"
 #include "agent/supervisor/config.h"
-#include "agent/supervisor/http_client.h"
 #include "agent/supervisor/updater.h"
+#include "shared/native/http_client.h"
 
 namespace gleaner::agent {
 

@@ -2,8 +2,8 @@
 
 #include <cstdlib>
 
-#include "agent/train/common/files.h"
 #include "shared/json.h"
+#include "shared/native/files.h"
 #include "shared/sha256.h"
 
 namespace gleaner::agent {

@@ -1,10 +1,10 @@
 #include "agent/supervisor/uploader.h"
 
+#include "agent/protocol/checkpoint_dir.h"
 #include "agent/supervisor/archive.h"
 #include "agent/supervisor/log.h"
 #include "agent/supervisor/retry.h"
-#include "agent/train/common/checkpoint_dir.h"
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 
 namespace gleaner::agent {
 

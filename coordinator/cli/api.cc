@@ -1,7 +1,7 @@
 #include <algorithm>
 
-#include "agent/supervisor/curl_http.h"
 #include "coordinator/cli/cli.h"
+#include "shared/native/curl_http.h"
 
 namespace gleaner::cli {
 namespace {

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/supervisor/http_client.h"
 #include "shared/json.h"
+#include "shared/native/http_client.h"
 
 namespace gleaner::cli {
 

@@ -25,11 +25,11 @@
 #include <thread>
 #include <vector>
 
-#include "coordinator/native/blob_transfer.h"
-#include "coordinator/native/http_conn.h"
+#include "coordinator/native/blob/blob_transfer.h"
+#include "coordinator/native/db/read_pool.h"
+#include "coordinator/native/http/http_conn.h"
 #include "coordinator/native/log.h"
 #include "coordinator/native/metrics.h"
-#include "coordinator/native/read_pool.h"
 #include "shared/sha256.h"
 
 namespace gleaner::native {

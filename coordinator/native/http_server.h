@@ -26,10 +26,10 @@
 #include <string>
 
 #include "coordinator/core/coordinator.h"
-#include "coordinator/native/blob_store.h"
+#include "coordinator/native/blob/blob_store.h"
 #include "coordinator/native/clock.h"
-#include "coordinator/native/plan_runner.h"
-#include "coordinator/native/tls.h"
+#include "coordinator/native/db/plan_runner.h"
+#include "coordinator/native/http/tls.h"
 #include "shared/status.h"
 
 namespace gleaner::native {

@@ -11,17 +11,17 @@
 #include <vector>
 
 #include "coordinator/core/coordinator.h"
-#include "coordinator/native/blob_store.h"
+#include "coordinator/native/blob/blob_store.h"
+#include "coordinator/native/blob/fs.h"
+#include "coordinator/native/blob/signing_key.h"
 #include "coordinator/native/clock.h"
-#include "coordinator/native/fs.h"
+#include "coordinator/native/db/plan_runner.h"
+#include "coordinator/native/http/tls.h"
 #include "coordinator/native/http_server.h"
 #include "coordinator/native/log.h"
 #include "coordinator/native/maintenance.h"
 #include "coordinator/native/options.h"
-#include "coordinator/native/plan_runner.h"
 #include "coordinator/native/rate_limiter.h"
-#include "coordinator/native/signing_key.h"
-#include "coordinator/native/tls.h"
 
 using namespace gleaner;
 using namespace gleaner::native;

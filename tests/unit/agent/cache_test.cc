@@ -5,8 +5,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "agent/train/common/files.h"
 #include "fake_http.h"
+#include "shared/native/files.h"
 #include "shared/sha256.h"
 #include "test_util.h"
 

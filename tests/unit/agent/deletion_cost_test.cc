@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "agent/supervisor/curl_http.h"
 #include "fake_http.h"
+#include "shared/native/curl_http.h"
 
 using namespace gleaner;
 using namespace gleaner::agent;

@@ -5,7 +5,7 @@
 #include <mutex>
 #include <vector>
 
-#include "agent/supervisor/http_client.h"
+#include "shared/native/http_client.h"
 
 namespace gleaner::testing {
 

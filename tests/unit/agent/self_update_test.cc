@@ -6,9 +6,9 @@
 #include <catch2/catch.hpp>
 #include <ctime>
 
-#include "agent/supervisor/release_sign.h"
-#include "agent/train/common/files.h"
 #include "fake_http.h"
+#include "shared/native/files.h"
+#include "shared/native/release_sign.h"
 #include "shared/sha256.h"
 #include "test_util.h"
 

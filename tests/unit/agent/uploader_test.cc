@@ -5,10 +5,10 @@
 #include <map>
 #include <mutex>
 
+#include "agent/protocol/checkpoint_dir.h"
 #include "agent/supervisor/archive.h"
-#include "agent/train/common/checkpoint_dir.h"
-#include "agent/train/common/files.h"
 #include "fake_http.h"
+#include "shared/native/files.h"
 #include "test_util.h"
 
 using namespace gleaner;

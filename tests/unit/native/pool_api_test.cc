@@ -9,9 +9,9 @@
 #include <mutex>
 #include <thread>
 
-#include "agent/supervisor/curl_http.h"
-#include "coordinator/native/pool_kubernetes.h"
-#include "coordinator/native/pool_salad.h"
+#include "coordinator/native/pool/pool_kubernetes.h"
+#include "coordinator/native/pool/pool_salad.h"
+#include "shared/native/curl_http.h"
 
 using namespace gleaner;
 using namespace gleaner::native;

@@ -8,7 +8,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "coordinator/native/blob_store.h"
+#include "coordinator/native/blob/blob_store.h"
 #include "shared/sha256.h"
 #include "tests/unit/native/blob_test_util.h"
 #include "tests/unit/native/fault_fs.h"
