@@ -22,6 +22,7 @@
 #include "coordinator/native/maintenance.h"
 #include "coordinator/native/options.h"
 #include "coordinator/native/rate_limiter.h"
+#include "shared/native/files.h"
 
 using namespace gleaner;
 using namespace gleaner::native;
@@ -165,7 +166,7 @@ int Serve(const std::vector<std::string>& args) {
 
   if (!opts.port_file.empty()) {
     // Connections made from now on wait in the listen backlog until Serve() accepts them.
-    st = WriteFileAtomic(fs, opts.port_file, std::to_string(*port) + "\n", 0644);
+    st = files::WriteDurable(opts.port_file, std::to_string(*port) + "\n");
     if (!st.ok()) return Fail("cannot write port file: " + st.message());
   }
 

@@ -71,8 +71,10 @@ Status RenameDurable(const std::string& from, const std::string& to) {
 
 Status WriteDurable(const std::string& path, std::string_view bytes, int mode) {
   std::string tmp = path + ".tmp";
-  GLEANER_RETURN_IF_ERROR(WriteSynced(tmp, bytes, mode));
-  return RenameDurable(tmp, path);
+  Status st = WriteSynced(tmp, bytes, mode);
+  if (st.ok()) st = RenameDurable(tmp, path);
+  if (!st.ok()) ::unlink(tmp.c_str());  // gone already when only the directory fsync failed
+  return st;
 }
 
 namespace {

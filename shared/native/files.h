@@ -1,4 +1,5 @@
-// Small POSIX file helpers shared by gleaner-train and gleaner-agent (never libtorch).
+// Small POSIX file helpers: the one set the native programs share (gleaner-agent, gleaner-train,
+// gleaner-coordinator, gleaner-release). Never libtorch; never in the wasm build.
 //
 // Contract: every function reports failure as a Status (kIo with the path and errno text),
 // never throws, never aborts. "Durable" means the data is on disk before the call returns:
@@ -21,7 +22,8 @@ struct FileDigest {
 
 // Writes bytes to path (truncating), fsyncs the file. Not atomic; use inside a temp directory.
 Status WriteSynced(const std::string& path, std::string_view bytes, int mode = 0644);
-// Atomically replaces path with bytes: path.tmp, fsync, rename, fsync parent directory.
+// Atomically replaces path with bytes: path.tmp, fsync, rename, fsync parent directory. On
+// failure path holds its old bytes or the new ones, never a mix, and path.tmp is removed.
 Status WriteDurable(const std::string& path, std::string_view bytes, int mode = 0644);
 // Reads a whole file; kNotFound if it does not exist, kTooLarge over max_size.
 Result<std::string> ReadAll(const std::string& path, int64_t max_size = int64_t(1) << 30);

@@ -5,6 +5,7 @@
 #include <openssl/rand.h>
 
 #include "coordinator/core/blob_urls.h"
+#include "shared/native/files.h"
 #include "shared/sha256.h"
 
 namespace gleaner::native {
@@ -87,7 +88,7 @@ class FsBlobWriter : public BlobWriter {
 
   Status Place() override {
     if (!finished_ || committed_) return Status::Internal("blob writer not finished");
-    std::string dir = DirName(final_);
+    std::string dir = files::Dirname(final_);
     GLEANER_RETURN_IF_ERROR(fs_->CreateDirs(dir));
     GLEANER_RETURN_IF_ERROR(fs_->Rename(tmp_, final_));
     committed_ = true;

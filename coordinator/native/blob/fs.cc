@@ -1,7 +1,6 @@
 #include "coordinator/native/blob/fs.h"
 
 #include <fcntl.h>
-#include <openssl/rand.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "shared/sha256.h"
+#include "shared/native/files.h"
 
 namespace gleaner::native {
 
@@ -141,7 +140,7 @@ class PosixFs : public Fs {
       if (S_ISDIR(st.st_mode)) return Status::Ok();
       return Status::Io("not a directory: " + dir);
     }
-    std::string parent = DirName(dir);
+    std::string parent = files::Dirname(dir);
     GLEANER_RETURN_IF_ERROR(CreateDirs(parent));
     if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
       return ErrnoStatus("mkdir", dir, errno);
@@ -162,13 +161,6 @@ Fs* DefaultFs() {
   return &fs;
 }
 
-std::string DirName(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
 Result<std::string> ReadWholeFile(Fs* fs, const std::string& path) {
   auto file = fs->OpenReadable(path);
   if (!file.ok()) return file.status();
@@ -183,23 +175,6 @@ Result<std::string> ReadWholeFile(Fs* fs, const std::string& path) {
   }
   out.resize(done);
   return out;
-}
-
-Status WriteFileAtomic(Fs* fs, const std::string& path, const std::string& content, int mode) {
-  unsigned char rnd[8];
-  if (RAND_bytes(rnd, sizeof rnd) != 1) return Status::Internal("RAND_bytes failed");
-  std::string tmp = path + ".tmp-" + HexEncode(rnd, sizeof rnd);
-  auto file = fs->NewWritableFile(tmp, mode);
-  if (!file.ok()) return file.status();
-  Status st = (*file)->Append(content.data(), content.size());
-  if (st.ok()) st = (*file)->Sync();
-  if (st.ok()) st = (*file)->Close();
-  if (st.ok()) st = fs->Rename(tmp, path);
-  if (!st.ok()) {
-    fs->Remove(tmp);
-    return st;
-  }
-  return fs->SyncDir(DirName(path));
 }
 
 }  // namespace gleaner::native

@@ -1,5 +1,6 @@
-// Fs: the small filesystem interface the native shell writes through (leveldb Env style), so
-// tests can inject failures (a failing write, fsync or rename) without touching the real disk.
+// Fs: the small filesystem interface the blob store and the signing key write through (leveldb
+// Env style), so tests can inject failures (a failing write, fsync or rename) without touching
+// the real disk. Plain file helpers (paths, durable whole-file writes) are shared/native/files.h.
 //
 // Errors are Status values naming the path and errno text; nothing throws. ENOSPC maps to
 // Code::kNoSpace, ENOENT to Code::kNotFound, everything else to Code::kIo.
@@ -57,11 +58,5 @@ Fs* DefaultFs();
 
 // Reads a whole (small) file through fs.
 Result<std::string> ReadWholeFile(Fs* fs, const std::string& path);
-
-// Durably writes a whole file: temp file beside it, write, fsync, rename, fsync the directory.
-Status WriteFileAtomic(Fs* fs, const std::string& path, const std::string& content, int mode);
-
-// Directory part of a path ("a/b/c" -> "a/b", "c" -> ".").
-std::string DirName(const std::string& path);
 
 }  // namespace gleaner::native

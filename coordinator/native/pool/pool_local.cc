@@ -1,8 +1,6 @@
 #include "coordinator/native/pool/pool_local.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -16,8 +14,8 @@
 #include <cstring>
 #include <map>
 
-#include "coordinator/native/blob/fs.h"
 #include "coordinator/native/log.h"
+#include "shared/native/files.h"
 
 extern char** environ;
 
@@ -26,25 +24,11 @@ namespace {
 
 using Steady = std::chrono::steady_clock;
 
-int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) {
-  ::remove(path);
-  return 0;
-}
-
-void RemoveTree(const std::string& dir) {
-  ::nftw(dir.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-// Reads a small file to its end (files under /proc report size 0, so no size-based read).
+// A small file's bytes, "" when it cannot be read (files under /proc report size 0: ReadAll
+// reads to the end).
 std::string ReadSmall(const std::string& path) {
-  std::string out;
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && out.size() < (1 << 20)) out.append(buf, n);
-  std::fclose(f);
-  return out;
+  Result<std::string> text = files::ReadAll(path, 1 << 20);
+  return text.ok() ? *text : "";
 }
 
 // True when pid is alive and its command line mentions `needle` (our state dir).
@@ -79,11 +63,10 @@ class LocalPool : public PoolProvider {
   }
 
   Status Init() {
-    GLEANER_RETURN_IF_ERROR(DefaultFs()->CreateDirs(o_.dir));
-    DIR* d = ::opendir(o_.dir.c_str());
-    if (d == nullptr) return Status::Io("cannot list " + o_.dir + ": " + std::strerror(errno));
-    while (struct dirent* e = ::readdir(d)) {
-      std::string name = e->d_name;
+    GLEANER_RETURN_IF_ERROR(files::MakeDirs(o_.dir));
+    Result<std::vector<std::string>> names = files::ListDir(o_.dir);
+    if (!names.ok()) return names.status();
+    for (const std::string& name : *names) {
       if (name.rfind("local-", 0) != 0) continue;
       std::string dir = o_.dir + "/" + name;
       pid_t pid = pid_t(std::atol(ReadSmall(dir + "/agent.pid").c_str()));
@@ -95,10 +78,9 @@ class LocalPool : public PoolProvider {
         instances_[name] = i;
         LogInfo("pool: adopted agent", {{"machine_id", name}, {"pid", pid}});
       } else {
-        RemoveTree(dir);
+        files::RemoveTree(dir);
       }
     }
-    ::closedir(d);
     return Status::Ok();
   }
 
@@ -127,8 +109,8 @@ class LocalPool : public PoolProvider {
         if (!i.stopping) order.push_back(&i);
       }
       std::stable_sort(order.begin(), order.end(), [](const Instance* a, const Instance* b) {
-        bool busy_a = DefaultFs()->Exists(a->dir + "/current_job.json");
-        bool busy_b = DefaultFs()->Exists(b->dir + "/current_job.json");
+        bool busy_a = files::Exists(a->dir + "/current_job.json");
+        bool busy_b = files::Exists(b->dir + "/current_job.json");
         if (busy_a != busy_b) return !busy_a;
         return a->machine_id > b->machine_id;
       });
@@ -182,7 +164,7 @@ class LocalPool : public PoolProvider {
       }
       if (gone) {
         if (!i.stopping) LogWarn("pool: agent exited", {{"machine_id", i.machine_id}});
-        RemoveTree(i.dir);
+        files::RemoveTree(i.dir);
         it = instances_.erase(it);
         continue;
       }
@@ -198,7 +180,7 @@ class LocalPool : public PoolProvider {
     Instance i;
     i.machine_id = prefix_ + "-" + std::to_string(++seq_);
     i.dir = o_.dir + "/" + i.machine_id;
-    GLEANER_RETURN_IF_ERROR(DefaultFs()->CreateDirs(i.dir));
+    GLEANER_RETURN_IF_ERROR(files::MakeDirs(i.dir));
     std::vector<std::string> args = {o_.agent_bin,  "--coordinator", o_.coordinator_url,
                                      "--state-dir", i.dir,           "--machine-id",
                                      i.machine_id};
@@ -245,13 +227,12 @@ class LocalPool : public PoolProvider {
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     if (rc != 0) {
-      RemoveTree(i.dir);
+      files::RemoveTree(i.dir);
       return Status::Io("cannot start " + o_.agent_bin + ": " + std::strerror(rc));
     }
     i.pid = pid;
     i.child = true;
-    Status st =
-        WriteFileAtomic(DefaultFs(), i.dir + "/agent.pid", std::to_string(pid) + "\n", 0644);
+    Status st = files::WriteDurable(i.dir + "/agent.pid", std::to_string(pid) + "\n");
     if (!st.ok()) LogWarn("pool: cannot write agent.pid", {{"error", st.ToString()}});
     LogInfo("pool: started agent", {{"machine_id", i.machine_id}, {"pid", pid}});
     instances_[i.machine_id] = i;
