@@ -68,7 +68,7 @@ Result<Identity> EnsureIdentity(const AgentConfig& config, CoordinatorApi* api, 
 
 }  // namespace
 
-int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* sd,
+int RunAgent(const AgentConfig& config, net::HttpClient* http, ShutdownState* sd,
              const BetweenJobs& between_jobs) {
   StateDir state(config.state_dir);
   Status s = state.Init();

@@ -18,7 +18,7 @@ namespace gleaner::agent {
 using BetweenJobs = std::function<void(CoordinatorApi* api, bool after_job)>;
 
 // Returns the process exit code.
-int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* shutdown,
+int RunAgent(const AgentConfig& config, net::HttpClient* http, ShutdownState* shutdown,
              const BetweenJobs& between_jobs = nullptr);
 
 }  // namespace gleaner::agent

@@ -11,6 +11,6 @@
 namespace gleaner::agent {
 
 // Returns the process exit code: 0 healthy, 1 not (one line on stderr saying why).
-int RunSelfTest(const AgentConfig& config, HttpClient* http);
+int RunSelfTest(const AgentConfig& config, net::HttpClient* http);
 
 }  // namespace gleaner::agent

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <mutex>
 
-namespace gleaner::agent {
+namespace gleaner::net {
 namespace {
 
 struct Ctx {
@@ -188,4 +188,4 @@ Result<HttpResponse> CurlHttpClient::Send(const HttpCall& call) {
   return resp;
 }
 
-}  // namespace gleaner::agent
+}  // namespace gleaner::net

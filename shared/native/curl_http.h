@@ -12,7 +12,7 @@
 
 #include "shared/native/http_client.h"
 
-namespace gleaner::agent {
+namespace gleaner::net {
 
 struct CurlOptions {
   // "" = the system CA store; otherwise only the CA certificates in this PEM file are trusted
@@ -29,4 +29,4 @@ class CurlHttpClient : public HttpClient {
   CurlOptions options_;
 };
 
-}  // namespace gleaner::agent
+}  // namespace gleaner::net

@@ -1,4 +1,5 @@
-// The agent's view of HTTP: one call in, one response out. The libcurl implementation is in
+// HTTP as the native programs' clients see it (the agent, the gleaner CLI, the coordinator's
+// pool providers): one call in, one response out. The libcurl implementation is in
 // curl_http.{h,cc} (the only file that talks to libcurl); tests inject their own HttpClient to
 // fail calls on purpose.
 //
@@ -16,7 +17,7 @@
 
 #include "shared/status.h"
 
-namespace gleaner::agent {
+namespace gleaner::net {
 
 struct HttpCall {
   std::string method = "GET";
@@ -43,4 +44,4 @@ class HttpClient {
   virtual Result<HttpResponse> Send(const HttpCall& call) = 0;
 };
 
-}  // namespace gleaner::agent
+}  // namespace gleaner::net

@@ -7,10 +7,10 @@
 
 namespace gleaner::native {
 
-Result<agent::HttpResponse> PoolApi::Send(agent::HttpCall call) const {
+Result<net::HttpResponse> PoolApi::Send(net::HttpCall call) const {
   call.timeout_ms = retry_.timeout_ms;
   double backoff = retry_.first_backoff_s;
-  Result<agent::HttpResponse> last = Status::Unavailable("no attempt made");
+  Result<net::HttpResponse> last = Status::Unavailable("no attempt made");
   for (int attempt = 1; attempt <= std::max(1, retry_.attempts); ++attempt) {
     last = http_->Send(call);
     bool retry = !last.ok() || last->status == 429 || last->status >= 500;
@@ -29,7 +29,7 @@ Result<agent::HttpResponse> PoolApi::Send(agent::HttpCall call) const {
   return last;
 }
 
-Result<Json> PoolApi::SendJson(agent::HttpCall call, const std::string& what) const {
+Result<Json> PoolApi::SendJson(net::HttpCall call, const std::string& what) const {
   std::string method = call.method;
   auto resp = Send(std::move(call));
   if (!resp.ok()) return Status::Unavailable(what + ": " + resp.status().message());

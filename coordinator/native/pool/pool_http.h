@@ -21,16 +21,16 @@ struct RetryPolicy {
 
 class PoolApi {
  public:
-  PoolApi(std::shared_ptr<agent::HttpClient> http, RetryPolicy retry)
+  PoolApi(std::shared_ptr<net::HttpClient> http, RetryPolicy retry)
       : http_(std::move(http)), retry_(retry) {}
 
   // Sends the call with retries. The final response (any status) or the last transport error.
-  Result<agent::HttpResponse> Send(agent::HttpCall call) const;
+  Result<net::HttpResponse> Send(net::HttpCall call) const;
   // Send, then require 2xx and (when the body is not empty) a JSON object body.
-  Result<Json> SendJson(agent::HttpCall call, const std::string& what) const;
+  Result<Json> SendJson(net::HttpCall call, const std::string& what) const;
 
  private:
-  std::shared_ptr<agent::HttpClient> http_;
+  std::shared_ptr<net::HttpClient> http_;
   RetryPolicy retry_;
 };
 

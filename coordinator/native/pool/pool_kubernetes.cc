@@ -103,7 +103,7 @@ class KubernetesPool : public PoolProvider {
     }
     std::string t = *token;
     while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
-    agent::HttpCall call;
+    net::HttpCall call;
     call.method = method;
     call.url = url;
     call.headers.emplace_back("Authorization", "Bearer " + t);

@@ -87,9 +87,9 @@ Result<std::unique_ptr<PoolProvider>> MakePoolProvider(PoolOptions o,
     o.local.coordinator_url = coordinator_url;
     return MakeLocalPool(std::move(o.local));
   }
-  agent::CurlOptions curl;
+  net::CurlOptions curl;
   if (o.provider == "kubernetes") curl.ca_file = o.kubernetes.ca_file;
-  PoolApi api(std::make_shared<agent::CurlHttpClient>(curl), o.retry);
+  PoolApi api(std::make_shared<net::CurlHttpClient>(curl), o.retry);
   if (o.provider == "salad") return MakeSaladPool(std::move(o.salad), std::move(api));
   return MakeKubernetesPool(std::move(o.kubernetes), std::move(api));
 }

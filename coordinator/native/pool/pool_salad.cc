@@ -89,7 +89,7 @@ class SaladPool : public PoolProvider {
 
   Result<Json> Call(const std::string& method, const std::string& url, const std::string& body,
                     const std::string& what) {
-    agent::HttpCall call;
+    net::HttpCall call;
     call.method = method;
     call.url = url;
     call.headers.emplace_back("Salad-Api-Key", o_.api_key);
