@@ -142,15 +142,15 @@ int Serve(const std::vector<std::string>& args) {
   }
 
   HttpServerOptions http;
-  http.host = opts.listen_host;
-  http.port = opts.listen_port;
-  http.threads = opts.threads;
+  http.loop.host = opts.listen_host;
+  http.loop.port = opts.listen_port;
+  http.loop.workers = opts.threads;
+  http.loop.max_connections = opts.max_connections;
+  http.loop.header_timeout_s = opts.header_timeout_s;
+  http.loop.keep_alive_timeout_s = opts.keep_alive_timeout_s;
+  http.loop.io_timeout_s = opts.io_timeout_s;
+  http.loop.tls = tls.get();
   http.db_readers = opts.db_readers;
-  http.max_connections = opts.max_connections;
-  http.header_timeout_s = opts.header_timeout_s;
-  http.keep_alive_timeout_s = opts.keep_alive_timeout_s;
-  http.io_timeout_s = opts.io_timeout_s;
-  http.tls = tls.get();
   HttpServer server(http);
   auto port = server.Bind();
   if (!port.ok()) return Fail(port.status().message());

@@ -5,6 +5,7 @@
 
 #include "coordinator/native/log.h"
 #include "coordinator/native/metrics.h"
+#include "coordinator/native/request_log.h"
 
 namespace gleaner::native {
 
@@ -16,8 +17,8 @@ constexpr int64_t kDrainLimit = int64_t(8) << 20;
 
 class Exchange {
  public:
-  Exchange(const BlobDeps& deps, HttpConn& conn)
-      : deps_(deps), c_(conn), req_(conn.parser.request()) {
+  Exchange(const BlobDeps& deps, const core::BlobGrant& grant, HttpConn& conn)
+      : deps_(deps), grant_(grant), c_(conn), req_(conn.parser.request()) {
     c_.decoder = http::BodyDecoder(req_.body, req_.content_length);
     keep_alive_ = req_.keep_alive;
   }
@@ -54,6 +55,7 @@ class Exchange {
   }
 
   const BlobDeps& deps_;
+  const core::BlobGrant& grant_;  // checked by the loop
   HttpConn& c_;
   const http::Request& req_;
   bool keep_alive_ = true;
@@ -116,7 +118,7 @@ bool Exchange::Respond(const core::HttpResponse& r) {
 }
 
 bool Exchange::Put() {
-  const core::BlobGrant* grant = &c_.blob_grant;  // checked by the loop
+  const core::BlobGrant* grant = &grant_;
   if (!BlobStore::ValidKey(grant->key)) return Refuse(Status::Invalid("invalid blob key"));
   if (grant->max_size >= 0 && req_.body == http::BodyKind::kLength &&
       req_.content_length > grant->max_size) {
@@ -180,7 +182,7 @@ bool Exchange::Get() {
     SendContinue();
     Drain();
   }
-  const core::BlobGrant* grant = &c_.blob_grant;  // checked by the loop
+  const core::BlobGrant* grant = &grant_;
   auto opened = deps_.blobs->Open(grant->key);
   if (!opened.ok()) return Respond(core::HttpResponse::Error(opened.status()));
   std::unique_ptr<ReadableFile> file = std::move(opened).value();
@@ -237,8 +239,8 @@ bool Exchange::Get() {
 
 }  // namespace
 
-bool ServeBlob(const BlobDeps& deps, HttpConn& conn) {
-  Exchange x(deps, conn);
+bool ServeBlob(const BlobDeps& deps, const core::BlobGrant& grant, HttpConn& conn) {
+  Exchange x(deps, grant, conn);
   const std::string& m = conn.meta.method;
   if (m == "PUT") return x.Put();
   if (m == "GET" || m == "HEAD") return x.Get();

@@ -32,11 +32,11 @@ struct BlobDeps {
   const std::atomic<bool>* stopping = nullptr;
 };
 
-// Answers the blob request whose head conn.parser holds (conn.meta filled, conn.blob_grant the
-// URL the loop checked with Coordinator::AuthorizeBlob; conn.in holds bytes
+// Answers the blob request whose head conn.parser holds (conn.meta filled; grant: the URL as
+// checked on the loop with Coordinator::AuthorizeBlob, for PUT and GET/HEAD; conn.in holds bytes
 // received after the head). Writes the whole response and logs it. Returns whether the
 // connection can serve another request (the body was consumed and nothing broke); unparsed bytes
 // after the body stay in conn.in.
-bool ServeBlob(const BlobDeps& deps, HttpConn& conn);
+bool ServeBlob(const BlobDeps& deps, const core::BlobGrant& grant, HttpConn& conn);
 
 }  // namespace gleaner::native

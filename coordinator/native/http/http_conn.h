@@ -1,14 +1,13 @@
-// HttpConn: the state of one client connection of the event-loop front end. Internal to the HTTP
-// front end (http_server.cc owns connections; blob_transfer.cc borrows one while it streams a
-// blob). Ownership: created and deleted by the loop; while detached for a blob transfer only the
-// worker thread touches it, and it goes back to the loop through the completion queue.
+// HttpConn: the state of one client connection of the event loop (event_loop.h). The loop owns
+// connections; a handler sees one while it handles its request, and a worker thread has one to
+// itself while it is taken over (a blob transfer). Ownership: created and deleted by the loop;
+// while taken over only the worker thread touches it, and it goes back to the loop through the
+// completion queue.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-#include "coordinator/core/coordinator.h"
-#include "coordinator/core/plan.h"
 #include "coordinator/native/http/http_exchange.h"
 #include "coordinator/native/http/http_parser.h"
 #include "coordinator/native/http/http_transport.h"
@@ -19,9 +18,9 @@ struct HttpConn {
   enum class State {
     kHead,      // reading a request head (or idle between requests)
     kBody,      // reading an API request's body
-    kRunning,   // the core's plan waits for a database batch
+    kWaiting,   // the handler works on the request (e.g. a database batch); it answers later
     kFlushing,  // the response is being written
-    kDetached,  // a worker thread streams a blob on it
+    kDetached,  // taken over by a worker thread (a blob transfer)
     kLinger,    // response sent and write side shut: discarding what the client still sends
   };
 
@@ -38,14 +37,13 @@ struct HttpConn {
   size_t out_pos = 0;
 
   RequestMeta meta;            // of the request being handled
-  core::BlobGrant blob_grant;  // a blob request's URL as the loop checked it (PUT or GET)
-  std::string body;            // an API request's body
-  core::Plan plan = core::Plan::Respond(core::HttpResponse());  // the request's plan (kRunning)
+  std::string body;            // the request's body, once read (kWaiting)
+  int64_t max_body = 0;        // the handler's limit for this request's body
   bool keep_alive = true;      // the connection stays open after this response
   bool readable = false;       // bytes (or EOF) may be waiting on the socket
   bool linger = false;         // after this response: shut the write side, drop what still comes
   bool closed = false;         // the transport is closed; the object is freed by the loop later
-  bool dead = false;           // closed while a batch was in flight: deleted when it completes
+  bool dead = false;           // closed while kWaiting: deleted when the handler's Post comes
   bool queued = false;         // in the loop's list of connections to read and parse again
   bool peer_closed = false;    // the client shut its side: read on until EOF
   bool continue_sent = false;  // the output being flushed is a 100 Continue, then the body
