@@ -3,12 +3,12 @@
 #include <cstring>
 #include <string>
 
+#include "agent/protocol/trainer_protocol.h"
 #include "agent/train/common/run_args.h"
 #include "agent/train/common/signals.h"
 #include "agent/train/images/commands.h"
 #include "agent/train/kinds.h"
 #include "agent/train/text/commands.h"
-#include "shared/trainer_protocol.h"
 
 namespace {
 

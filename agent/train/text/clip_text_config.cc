@@ -1,6 +1,6 @@
 #include "agent/train/text/clip_text_config.h"
 
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 
 namespace gleaner::train::text {
 

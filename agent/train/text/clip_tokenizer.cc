@@ -6,7 +6,7 @@
 #include <queue>
 #include <unordered_map>
 
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 #include "agent/train/text/clip_pretokenizer.h"
 #include "agent/train/text/unicode_text.h"
 #include "shared/json.h"

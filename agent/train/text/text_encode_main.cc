@@ -18,7 +18,7 @@
 #include "agent/train/text/command_flags.h"
 #include "agent/train/text/commands.h"
 #include "agent/train/text/text_encoder_lora.h"
-#include "shared/trainer_protocol.h"
+#include "agent/protocol/trainer_protocol.h"
 
 namespace gleaner::train::text {
 namespace {

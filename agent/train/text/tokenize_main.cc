@@ -5,12 +5,12 @@
 #include <string>
 #include <vector>
 
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 #include "agent/train/text/clip_tokenizer.h"
 #include "agent/train/text/command_flags.h"
 #include "agent/train/text/commands.h"
 #include "shared/json.h"
-#include "shared/trainer_protocol.h"
+#include "agent/protocol/trainer_protocol.h"
 
 namespace gleaner::train::text {
 namespace {

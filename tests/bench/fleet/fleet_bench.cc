@@ -24,7 +24,7 @@
 #include <random>
 #include <string>
 
-#include "coordinator/native/sqlite_executor.h"
+#include "coordinator/native/db/sqlite_executor.h"
 #include "tests/integration/agent_fleet.h"
 
 using namespace gleaner;

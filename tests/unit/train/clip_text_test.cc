@@ -8,7 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "agent/train/text/text_encoder_lora.h"
-#include "shared/trainer_protocol.h"
+#include "agent/protocol/trainer_protocol.h"
 #include "tests/skip.h"
 #include "text_test_util.h"
 
