@@ -26,7 +26,8 @@ std::string EdgeSession::Init(const std::string& config_json) {
   if (!j.ok()) return "config: " + j.status().message();
   Result<core::CoreConfig> config = ConfigFromJson(*j);
   if (!config.ok()) return config.status().message();
-  coordinator_ = std::make_unique<core::Coordinator>(std::move(config).value(), &limiter_);
+  coordinator_ =
+      std::make_unique<core::Coordinator>(std::move(config).value(), &limiter_, &callers_);
   return "";
 }
 
@@ -38,9 +39,7 @@ std::string EdgeSession::Step(Plan plan) {
     return DumpJson(j);
   }
   int64_t handle = next_handle_++;
-  Json j = {{"done", false},
-            {"handle", handle},
-            {"batch", BatchToJson(InlineIntegerParams(plan.batch()))}};
+  Json j = {{"done", false}, {"handle", handle}, {"batch", BatchToJson(ForD1(plan.batch()))}};
   plans_.emplace(handle, std::move(plan));
   return DumpJson(j);
 }

@@ -4,7 +4,7 @@
 // Every operation returns one JSON text, a "step":
 //   {"done": false, "handle": N, "batch": <batch>}   run the batch, then Continue(N, result)
 //   {"done": true, "response": <response>, "blob_deletes": [key...]}
-// (shapes in wasm/wire_json.h; batches have their integer parameters inlined for D1). Bad input
+// (shapes in wasm/wire_json.h; batches in the ForD1 form). Bad input
 // from the shell becomes a done step with a 500/400 error response, never a crash. A handle is
 // valid until its plan finishes or is dropped.
 //
@@ -51,8 +51,10 @@ class EdgeSession {
  private:
   std::string Step(core::Plan plan);
 
-  // Rate-limit buckets of this instance (per isolate); outlives coordinator_ (declared first).
+  // Rate-limit buckets and remembered callers of this instance (per isolate); both outlive
+  // coordinator_ (declared first).
   core::BucketTable limiter_;
+  core::CallerTable callers_;
   std::unique_ptr<core::Coordinator> coordinator_;
   std::map<int64_t, core::Plan> plans_;
   int64_t next_handle_ = 1;

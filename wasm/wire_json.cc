@@ -394,8 +394,9 @@ bool FindPlaceholders(const std::string& sql, std::vector<Placeholder>* out, siz
 
 }  // namespace
 
-Batch InlineIntegerParams(const Batch& b) {
+Batch ForD1(const Batch& b) {
   Batch out;
+  out.statements.reserve(b.statements.size());
   for (const auto& s : b.statements) {
     std::vector<Placeholder> holders;
     size_t count = 0;
@@ -403,22 +404,21 @@ Batch InlineIntegerParams(const Batch& b) {
       out.statements.push_back(s);
       continue;
     }
-    // Parameters that stay bound are renumbered ?1..?K in order of first use.
-    std::vector<size_t> renumbered(s.params.size() + 1, 0);
     core::Statement t;
+    t.sql.reserve(s.sql.size() + 24 * holders.size());
+    t.params.reserve(s.params.size());
+    for (const SqlValue& v : s.params) {
+      t.params.push_back(v.type() == SqlValue::Type::kInt ? SqlValue(std::to_string(v.AsInt()))
+                                                          : v);
+    }
     size_t from = 0;
     for (const Placeholder& p : holders) {
       t.sql.append(s.sql, from, p.at - from);
-      const SqlValue& v = s.params[p.index - 1];
-      if (v.type() == SqlValue::Type::kInt) {
-        // Parenthesised so that "-5" never merges with a preceding '-' into a comment.
-        t.sql += "(" + std::to_string(v.AsInt()) + ")";
+      const std::string number = "?" + std::to_string(p.index);
+      if (s.params[p.index - 1].type() == SqlValue::Type::kInt) {
+        t.sql += "CAST(" + number + " AS INTEGER)";
       } else {
-        if (renumbered[p.index] == 0) {
-          t.params.push_back(v);
-          renumbered[p.index] = t.params.size();
-        }
-        t.sql += "?" + std::to_string(renumbered[p.index]);
+        t.sql += number;
       }
       from = p.at + p.length;
     }

@@ -9,7 +9,8 @@
 //              body? (UTF-8 string) | body_base64?, now_ms, entropy (hex, >= 64 digits),
 //              request_id?}
 //   response: {status, content_type, headers: [[name, value]...], body | body_base64}
-//   batch:    {statements: [{sql, params: [null | integer | number | string, ...]}, ...]}
+//   batch:    {statements: [{sql, params: [null | number | string, ...]}, ...]}  (ForD1 form:
+//             integers travel as decimal strings)
 //   result:   {results: [{columns: [name...], rows: [[value...]...]}, ...]}
 //             | {error: {code: "conflict" | "unavailable" | "internal", message}}
 //   config:   CoreConfig field names (snake_case, seconds as numbers), all optional except
@@ -40,13 +41,16 @@ Json ResponseToJson(const core::HttpResponse& r);
 Json SqlValueToJson(const core::SqlValue& v);
 Json BatchToJson(const core::Batch& b);
 
-// D1 binds every JavaScript number as REAL (and refuses BigInt), so an integer parameter would
-// change meaning in SQL ('e' || ?, ? / 1000, typeof). For D1, integer parameters are written into
-// the SQL text as literals instead (exact for all of int64; integers cannot inject anything); the
-// other parameters stay bound, renumbered ?1..?K. '?' and '?NNN' placeholders are rewritten
-// outside quotes and comments; a statement with named parameters (:name) or whose parameter
-// count does not match is left as it is.
-core::Batch InlineIntegerParams(const core::Batch& b);
+// The batch as D1 must receive it. D1 binds every JavaScript number as REAL and refuses BigInt
+// (tests/conformance/d1_binding.mjs checks what the pinned runtime does), so a bound integer would
+// change meaning in SQL ('e' || ?, ? / 1000, MAX(col, ?), typeof). Here every placeholder of an
+// integer parameter becomes CAST(?N AS INTEGER) and the value is bound as its decimal text (exact
+// for all of int64); other placeholders become ?N with their values unchanged. Every value stays
+// bound, so the SQL text depends only on which parameters are integers, never on their values:
+// D1 and workerd cache one statement per call site. Placeholders are found outside quotes and
+// comments; a statement with named parameters (:name) or whose parameter count does not match is
+// left as it is. The result runs unchanged on SQLite (tests/unit/wasm).
+core::Batch ForD1(const core::Batch& b);
 
 // A statement's rows or the batch's error, as the shell reports them. A malformed result is
 // turned into an internal error (the continuation then answers 500), never a crash.

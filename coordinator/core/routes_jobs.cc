@@ -155,7 +155,7 @@ Plan HandleCreateJob(CtxPtr ctx) {
   std::string cond = "1";
   std::vector<SqlValue> cond_params;
   // Developers may hold at most max_active_jobs pending or running jobs (operators: no limit).
-  const int64_t active_limit = ctx->caller.is_operator() ? 0 : config.max_active_jobs;
+  const int64_t active_limit = IsOperator(ctx->caller) ? 0 : config.max_active_jobs;
   const char* kActiveCount =
       "(SELECT COUNT(*) FROM jobs WHERE owner_key_id = ? AND state IN ('pending', 'running'))";
   if (active_limit > 0) {

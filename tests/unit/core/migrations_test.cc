@@ -1,8 +1,9 @@
-#include "coordinator/core/coordinator.h"
 #include "coordinator/core/migrations.h"
-#include "coordinator/native/sqlite_executor.h"
 
 #include <catch2/catch.hpp>
+
+#include "coordinator/core/coordinator.h"
+#include "coordinator/native/sqlite_executor.h"
 
 using namespace gleaner;
 using namespace gleaner::core;
@@ -54,6 +55,18 @@ TEST_CASE("SplitSqlStatements handles comments and quoted semicolons", "[migrati
   REQUIRE(s.size() == 2);
   CHECK(s[0].rfind("CREATE TABLE a", 0) == 0);
   CHECK(s[1] == "SELECT 1");
+}
+
+TEST_CASE("SplitSqlStatements keeps a trigger's body whole", "[migrations]") {
+  auto s = SplitSqlStatements(
+      "CREATE TRIGGER t AFTER INSERT ON a BEGIN\n  UPDATE b SET n = n + 1; -- ; here\n"
+      "  UPDATE c SET legend = 'end;';\nEND;\nCreate  Temp Trigger u AFTER DELETE ON a "
+      "BEGIN DELETE FROM b; end ;\nSELECT 1;");
+  REQUIRE(s.size() == 3);
+  CHECK(s[0].rfind("CREATE TRIGGER t", 0) == 0);
+  CHECK(s[0].find("legend = 'end;';\nEND") != std::string::npos);
+  CHECK(s[1].rfind("Create  Temp Trigger u", 0) == 0);
+  CHECK(s[2] == "SELECT 1");
 }
 
 TEST_CASE("FormatTime renders RFC 3339 UTC with milliseconds", "[http]") {

@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "coordinator/native/sqlite_executor.h"
+
 using namespace gleaner;
 using namespace gleaner::core;
 using namespace gleaner::edge;
@@ -152,7 +154,7 @@ TEST_CASE("config JSON fills CoreConfig and is validated", "[wire]") {
           .ok());
 }
 
-TEST_CASE("integer parameters are inlined for D1, other values stay bound", "[wire]") {
+TEST_CASE("integers are bound as text under CAST for D1, so the SQL text never varies", "[wire]") {
   Batch b;
   b.Add("UPDATE jobs SET k = 'j' || ? , note = '?''?' WHERE id = ? AND e = ? -- ?\n AND f = ?",
         {int64_t(7), "j_1", int64_t(-3), 0.5});
@@ -161,20 +163,56 @@ TEST_CASE("integer parameters are inlined for D1, other values stay bound", "[wi
   b.Add("SELECT ? AS big", {SqlValue(int64_t(INT64_MIN))});
   b.Add("SELECT ?, ?", {int64_t(1)});   // count mismatch: untouched
   b.Add("SELECT :name", {int64_t(1)});  // named: untouched
-  Batch d1 = InlineIntegerParams(b);
+  Batch d1 = ForD1(b);
   REQUIRE(d1.statements.size() == 5);
   CHECK(d1.statements[0].sql ==
-        "UPDATE jobs SET k = 'j' || (7) , note = '?''?' WHERE id = ?1 AND e = (-3) -- ?\n AND f = "
-        "?2");
-  REQUIRE(d1.statements[0].params.size() == 2);
-  CHECK(d1.statements[0].params[0].AsText() == "j_1");
-  CHECK(d1.statements[0].params[1].AsReal() == 0.5);
+        "UPDATE jobs SET k = 'j' || CAST(?1 AS INTEGER) , note = '?''?' WHERE id = ?2 AND e = "
+        "CAST(?3 AS INTEGER) -- ?\n AND f = ?4");
+  REQUIRE(d1.statements[0].params.size() == 4);
+  CHECK(d1.statements[0].params[0].AsText() == "7");
+  CHECK(d1.statements[0].params[1].AsText() == "j_1");
+  CHECK(d1.statements[0].params[2].AsText() == "-3");
+  CHECK(d1.statements[0].params[3].AsReal() == 0.5);
   CHECK(d1.statements[1].sql ==
-        "SELECT /* ? */ \"a?\" FROM t WHERE x = ?1 AND y = (1) AND z = ?1 AND w = ?2");
-  REQUIRE(d1.statements[1].params.size() == 2);
-  CHECK(d1.statements[1].params[0].AsText() == "s");
-  CHECK(d1.statements[1].params[1].AsReal() == 2.5);
-  CHECK(d1.statements[2].sql == "SELECT (-9223372036854775808) AS big");
+        "SELECT /* ? */ \"a?\" FROM t WHERE x = ?2 AND y = CAST(?1 AS INTEGER) AND z = ?2 AND w = "
+        "?3");
+  CHECK(d1.statements[2].sql == "SELECT CAST(?1 AS INTEGER) AS big");
+  CHECK(d1.statements[2].params[0].AsText() == "-9223372036854775808");
   CHECK(d1.statements[3].sql == "SELECT ?, ?");
+  CHECK(d1.statements[3].params[0].type() == SqlValue::Type::kInt);
   CHECK(d1.statements[4].sql == "SELECT :name");
+
+  // Other values of the same types give the same text: one cached statement per call site.
+  Batch other;
+  other.Add(b.statements[0].sql, {int64_t(123456789012345), "j_2", int64_t(0), 7.25});
+  CHECK(ForD1(other).statements[0].sql == d1.statements[0].sql);
+}
+
+TEST_CASE("the D1 form keeps every int64 exact and means the same on SQLite", "[wire]") {
+  auto opened = native::SqliteExecutor::Open({":memory:"});
+  REQUIRE(opened.ok());
+  native::SqliteExecutor& db = **opened;
+  const int64_t values[] = {
+      0, 1, -1, (int64_t(1) << 53) + 1, -(int64_t(1) << 53) - 1, INT64_MAX, INT64_MIN};
+  for (int64_t v : values) {
+    INFO(v);
+    Batch b;
+    b.Add("CREATE TABLE IF NOT EXISTS t (v INTEGER, s TEXT)");
+    b.Add("DELETE FROM t");
+    b.Add("INSERT INTO t (v, s) VALUES (?, 'e' || ?)", {v, v});
+    b.Add(
+        "SELECT v, CAST(v AS TEXT) AS text, typeof(v) AS type, s, MAX(v, ?) AS mx, ? / 2 AS half, "
+        "typeof(?) AS ptype FROM t",
+        {v, v, v});
+    core::BatchResult r = db.Execute(ForD1(b));
+    REQUIRE(r.status.ok());
+    const Rows& rows = r.results[3];
+    CHECK(rows.Get(0, "v").AsInt() == v);
+    CHECK(rows.Get(0, "text").AsText() == std::to_string(v));
+    CHECK(rows.Get(0, "type").AsText() == "integer");
+    CHECK(rows.Get(0, "s").AsText() == "e" + std::to_string(v));
+    CHECK(rows.Get(0, "mx").AsInt() == v);
+    CHECK(rows.Get(0, "half").AsInt() == v / 2);
+    CHECK(rows.Get(0, "ptype").AsText() == "integer");
+  }
 }
