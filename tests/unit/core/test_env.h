@@ -76,7 +76,8 @@ class TestEnv {
   int64_t now_ms = 1800000000000;  // 2027-01-15T08:00:00Z
   std::string operator_token;
   int entropy_counter = 0;
-  int64_t batches = 0;  // batches run by Raw() (database round trips)
+  int64_t batches = 0;                    // batches run by Raw() (database round trips)
+  core::SqlExecutor* executor = nullptr;  // where Raw() runs batches; null: db
 
   void Advance(double seconds) { now_ms += int64_t(seconds * 1000); }
 
@@ -101,7 +102,7 @@ class TestEnv {
     core::Plan p = coord.Handle(req);
     while (!p.done()) {
       ++batches;
-      p = p.Continue(db->Execute(p.batch()));
+      p = p.Continue(executor != nullptr ? executor->Execute(p.batch()) : db->Execute(p.batch()));
     }
     Resp r;
     r.status = p.response().status;
