@@ -59,7 +59,6 @@ TEST_CASE("requests parse from the shell's JSON", "[wire]") {
 TEST_CASE("bad request JSON is an error, not a crash", "[wire]") {
   const char* bad[] = {
       R"([])",
-      R"({"method":"GET","path":"/","now_ms":1})",                   // no entropy
       R"({"method":"GET","path":"/","now_ms":1,"entropy":"abcd"})",  // too little
       R"({"method":"GET","path":"/","now_ms":-1,"entropy":"%E"})",
       R"({"method":"GET","path":"/","now_ms":1,"entropy":"%E","headers":{"a":"b"}})",
@@ -79,7 +78,9 @@ TEST_CASE("bad request JSON is an error, not a crash", "[wire]") {
 TEST_CASE("responses carry text as body and bytes as body_base64", "[wire]") {
   HttpResponse r = HttpResponse::Error(Status::Conflict("lease lost"));
   r.headers.emplace_back("retry-after", "5");
-  Json j = ResponseToJson(r);
+  std::string text;
+  AppendResponseJson(&text, r);
+  Json j = Parse(text);
   CHECK(j["status"] == 409);
   CHECK(j["content_type"] == "application/json");
   CHECK(j["headers"] == Parse(R"([["retry-after","5"]])"));
@@ -87,20 +88,58 @@ TEST_CASE("responses carry text as body and bytes as body_base64", "[wire]") {
 
   HttpResponse b;
   b.body = std::string("ok\xc3", 3);  // truncated UTF-8
-  Json jb = ResponseToJson(b);
+  std::string btext;
+  AppendResponseJson(&btext, b);
+  Json jb = Parse(btext);
   CHECK(jb.find("body") == jb.end());
   CHECK(jb["body_base64"] == Base64Encode(b.body));
 }
 
-TEST_CASE("batches and results cross the wire with their types", "[wire]") {
-  Batch b;
-  b.Add("UPDATE jobs SET x = ? WHERE id = ? AND y = ?", {SqlValue(int64_t(1) << 40), "j_1", 0.5});
-  b.Add("SELECT 1", {SqlValue::Null()});
-  Json j = BatchToJson(b);
-  CHECK(
-      DumpJson(j) ==
-      R"({"statements":[{"params":[1099511627776,"j_1",0.5],"sql":"UPDATE jobs SET x = ? WHERE id = ? AND y = ?"},{"params":[null],"sql":"SELECT 1"}]})");
+TEST_CASE("JSON strings escape what JSON needs and keep everything else", "[wire]") {
+  std::string text;
+  std::string raw = std::string("q\"b\\n\n\r\t\x01\x1f \xc3\xa9 ?", 15);
+  AppendJsonString(&text, raw);
+  CHECK(text == "\"q\\\"b\\\\n\\n\\r\\t\\u0001\\u001f \xc3\xa9 ?\"");
+  CHECK(Parse(text).get<std::string>() == raw);
+  std::string values;
+  for (const SqlValue& v :
+       {SqlValue(int64_t(-5)), SqlValue(0.1), SqlValue::Null(), SqlValue("x")}) {
+    AppendSqlValueJson(&values, v);
+    values += ",";
+  }
+  CHECK(values == "-5,0.1,null,\"x\",");
+}
 
+TEST_CASE("statements go out by id, with their D1 text only the first time", "[wire]") {
+  D1Statements ids;
+  Statement s{"UPDATE jobs SET x = ? WHERE id = ? AND y = ?", {int64_t(1) << 40, "j_1", 0.5}};
+  std::string first, second, other;
+  ids.AppendJson(s, &first);
+  CHECK(first ==
+        R"({"id":0,"sql":"UPDATE jobs SET x = CAST(?1 AS INTEGER) WHERE id = ?2 AND y = ?3",)"
+        R"("params":["1099511627776","j_1",0.5]})");
+  s.params = {int64_t(-7), "j_2", 2.0};
+  ids.AppendJson(s, &second);
+  CHECK(second == R"({"id":0,"params":["-7","j_2",2.0]})");
+  // The same text with other parameter types is another D1 statement.
+  s.params = {SqlValue::Null(), "j_2", 2.0};
+  ids.AppendJson(s, &other);
+  CHECK(other == R"({"id":1,"sql":"UPDATE jobs SET x = ?1 WHERE id = ?2 AND y = ?3",)"
+                 R"("params":[null,"j_2",2.0]})");
+  CHECK(ids.size() == 2);
+
+  // Past the bound, texts travel every time.
+  D1Statements small(1);
+  std::string a, b, c;
+  small.AppendJson({"SELECT 1", {}}, &a);
+  small.AppendJson({"SELECT 2", {}}, &b);
+  small.AppendJson({"SELECT 2", {}}, &c);
+  CHECK(a == R"({"id":0,"sql":"SELECT 1","params":[]})");
+  CHECK(b == R"({"id":-1,"sql":"SELECT 2","params":[]})");
+  CHECK(c == b);
+}
+
+TEST_CASE("results cross the wire with their types", "[wire]") {
   BatchResult r = BatchResultFromJson(Parse(
       R"({"results":[{"columns":[],"rows":[]},{"columns":["id","n","f","z"],"rows":[["a",3,2.5,null]]}]})"));
   REQUIRE(r.status.ok());
