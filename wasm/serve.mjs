@@ -3,7 +3,7 @@
 // bucket: the same Worker and wasm module that `wrangler deploy` ships.
 //
 //   node wasm/serve.mjs --port 8787 [--host 127.0.0.1] [--persist DIR] [--port-file FILE]
-//        [--heartbeat-interval S] [--stall-after S] [--config JSON] [--worker FILE]
+//        [--heartbeat-interval S] [--stall-after S] [--config JSON] [--worker FILE] [--verbose]
 //
 // Environment: GLEANER_OPERATOR_TOKEN (registered as an operator key), GLEANER_BLOB_SIGNING_KEY
 // (default: random, kept in DIR when --persist is given), GLEANER_CONFIG (JSON core settings).
@@ -11,6 +11,7 @@
 // GET /cdn-cgi/handler/scheduled on Miniflare's entry port (printed at start).
 // --port 0 picks a free port; the chosen one is printed and written to --port-file.
 // --worker FILE runs another entry module in place of wasm/worker.mjs (tests wrap the Worker);
+// --verbose logs what Miniflare and workerd report (each request, runtime diagnostics);
 // GLEANER_MINIFLARE names another Miniflare package directory (tests run an older runtime).
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
@@ -19,7 +20,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = join(here, "..");
-const { Miniflare } = await import(
+const { Miniflare, Log, LogLevel } = await import(
   process.env.GLEANER_MINIFLARE
     ? pathToFileURL(join(process.env.GLEANER_MINIFLARE, "dist", "src", "index.js")).href
     : "miniflare"
@@ -29,7 +30,7 @@ function usage(message) {
   if (message) console.error(`serve: ${message}`);
   console.error(
     "usage: node wasm/serve.mjs --port P [--host H] [--persist DIR] [--port-file F] " +
-      "[--heartbeat-interval S] [--stall-after S] [--config JSON] [--worker FILE]",
+      "[--heartbeat-interval S] [--stall-after S] [--config JSON] [--worker FILE] [--verbose]",
   );
   process.exit(2);
 }
@@ -53,6 +54,7 @@ function parseArgs(argv) {
       case "--stall-after": opts.stall = numeric(a, v); i++; break;
       case "--config": opts.config = v ?? usage("--config needs JSON"); i++; break;
       case "--worker": opts.worker = resolve(v ?? usage("--worker needs a file")); i++; break;
+      case "--verbose": opts.verbose = true; break;
       case "-h": case "--help": usage(); break;
       default: usage(`unknown argument ${a}`);
     }
@@ -104,6 +106,7 @@ if (process.env.GLEANER_PUBLIC_URL) bindings.GLEANER_PUBLIC_URL = process.env.GL
 // (which also routes through Miniflare's own entry Worker, and has reset connections under
 // sustained load) stays on a free loopback port for the cron trigger only.
 const mf = new Miniflare({
+  ...(opts.verbose ? { verbose: true, log: new Log(LogLevel.DEBUG) } : {}),
   host: "127.0.0.1",
   port: 0,
   unsafeDirectSockets: [{ host: opts.host, port: opts.port }],
