@@ -20,7 +20,7 @@
 #include <set>
 #include <string>
 
-#include "coordinator/native/sqlite_executor.h"
+#include "coordinator/native/db/sqlite_executor.h"
 #include "shared/sha256.h"
 #include "tests/bench/coordinator/loadgen.h"
 #include "tests/integration/coordinator_fixture.h"
@@ -172,8 +172,8 @@ int main(int argc, char** argv) {
     long long t1 = CpuTicks(pid);
     const std::string m1 = ops.Get("/metrics").body;
     Phase p;
-    const double commits = MetricValue(m1, "gleaner_db_commits_total") -
-                           MetricValue(m0, "gleaner_db_commits_total");
+    const double commits =
+        MetricValue(m1, "gleaner_db_commits_total") - MetricValue(m0, "gleaner_db_commits_total");
     p.batches_per_commit = commits > 0 ? (MetricValue(m1, "gleaner_db_committed_batches_total") -
                                           MetricValue(m0, "gleaner_db_committed_batches_total")) /
                                              commits
@@ -240,10 +240,10 @@ int main(int argc, char** argv) {
       "reconnects |\n");
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const Phase& p : phases) {
-    std::printf("| %s | %.0f | %.2f | %.2f | %.2f | %.1f | %.1f | %lld | %lld |\n",
-                p.name.c_str(), p.load.rps(), ceiling > 0 ? p.load.rps() / ceiling : 0,
-                p.load.Percentile(50), p.load.Percentile(99), p.cpu_us_per_req,
-                p.batches_per_commit, (long long)p.load.errors, (long long)p.load.reconnects);
+    std::printf("| %s | %.0f | %.2f | %.2f | %.2f | %.1f | %.1f | %lld | %lld |\n", p.name.c_str(),
+                p.load.rps(), ceiling > 0 ? p.load.rps() / ceiling : 0, p.load.Percentile(50),
+                p.load.Percentile(99), p.cpu_us_per_req, p.batches_per_commit,
+                (long long)p.load.errors, (long long)p.load.reconnects);
   }
   std::printf("claims in the window: %zu, handed out twice: %zu\n", claimed.size(), doubles);
   Json out = {{"connections", conns},

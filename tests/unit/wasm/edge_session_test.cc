@@ -4,7 +4,7 @@
 #include <map>
 
 #include "coordinator/core/migrations.h"
-#include "coordinator/native/sqlite_executor.h"
+#include "coordinator/native/db/sqlite_executor.h"
 #include "wasm/wire_json.h"
 
 using namespace gleaner;

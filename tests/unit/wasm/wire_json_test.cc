@@ -2,7 +2,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "coordinator/native/sqlite_executor.h"
+#include "coordinator/native/db/sqlite_executor.h"
 
 using namespace gleaner;
 using namespace gleaner::core;
