@@ -109,6 +109,8 @@ const mf = new Miniflare({
   ...(opts.verbose ? { verbose: true, log: new Log(LogLevel.DEBUG) } : {}),
   host: "127.0.0.1",
   port: 0,
+  // No request.cf from the network (offline; a placeholder object, as in tests).
+  cf: false,
   unsafeDirectSockets: [{ host: opts.host, port: opts.port }],
   compatibilityDate: "2025-01-01",
   modulesRoot: repo,

@@ -3,7 +3,7 @@
 // crash.
 //
 //   node tests/conformance/soak.mjs [--requests 20000] [--lanes 16] [--bin PATH]
-//        [--targets native,edge] [--literal-sql] [--seconds-limit 300]
+//        [--targets native,edge] [--literal-sql] [--seconds-limit 300] [--verbose]
 //
 // The load is LANES concurrent lanes; each lane has its own developer key and node and repeats:
 // submit a job (developer), claim one (POST /v1/work: some lane's job, all are alike), heartbeat
@@ -15,7 +15,8 @@
 // --literal-sql runs the Worker with the former wire behaviour (integers written into the SQL
 // text, tests/conformance/literal_sql_worker.mjs); GLEANER_MINIFLARE=DIR runs another Miniflare
 // package (an older runtime). Together they reproduce the crash the pinned runtime no longer has
-// (docs/edge.md).
+// (docs/edge.md). --verbose copies the runtime's whole output (the edge with Miniflare's and
+// workerd's own log) to stderr.
 //
 // Exit 0: every answer matched and the edge logged no error; 1: a failure (printed); 77: skipped
 // (no wasm module or Miniflare; a failure in CI).
@@ -36,6 +37,7 @@ const totalRequests = Number(flag("--requests", 20000));
 const lanes = Number(flag("--lanes", 16));
 const targets = flag("--targets", "native,edge").split(",");
 const literalSql = argv.includes("--literal-sql");
+const verbose = argv.includes("--verbose");
 const secondsLimit = Number(flag("--seconds-limit", 300));
 
 if (targets.includes("edge")) {
@@ -96,7 +98,7 @@ async function runLane(conn, lane, quota, keys, record) {
       throw new Error(`${what} ${method} ${path} (request ${sent + 1} of the lane, ${ms} ms): ${e.message}`);
     }
     sent++;
-    record(what, r);
+    record(what, r, performance.now() - started);
     return r;
   };
   const spec = { kind: "synthetic", params: { steps: 100000, step_ms: 1, checkpoint_every: 1000, seed: 7 } };
@@ -123,8 +125,12 @@ async function soak(kind) {
   const target = await startTarget(kind, {
     bin: flag("--bin"),
     timing: { heartbeat_interval_s: 30, stall_after_s: 600 },
-    extraArgs: kind === "edge" && literalSql ? ["--worker", join(here, "literal_sql_worker.mjs")] : [],
+    extraArgs: [
+      ...(kind === "edge" && literalSql ? ["--worker", join(here, "literal_sql_worker.mjs")] : []),
+      ...(kind === "edge" && verbose ? ["--verbose"] : []),
+    ],
     output: (text) => {
+      if (verbose) process.stderr.write(`[${kind}] ${text}`);
       for (const line of text.split("\n")) {
         if (ERROR_LINE.test(line)) errorLines.push(line.slice(0, 300));
       }
@@ -160,19 +166,23 @@ async function soak(kind) {
   const t0 = performance.now();
   const deadline = t0 + secondsLimit * 1000;
   let failure = null;
+  const slowest = { ms: 0 };
+  let failedLanes = 0;
   await Promise.all(
     laneKeys.map(async (keys, lane) => {
       const conn = new Connection("127.0.0.1", port);
       const norm = normalizer();
       try {
-        await runLane(conn, lane, quota, keys, (what, r) => {
+        await runLane(conn, lane, quota, keys, (what, r, ms) => {
           requests++;
+          if (ms > slowest.ms) Object.assign(slowest, { ms, what, at: (performance.now() - t0) / 1000 });
           counts[what] = (counts[what] ?? 0) + 1;
           answers[lane].push(`${what} ${norm(r.status, r.body)}`);
           if (performance.now() > deadline) throw new Error(`over the ${secondsLimit} s limit`);
         });
       } catch (e) {
-        failure ??= `lane ${lane}: ${e?.message ?? e}`;
+        failedLanes++;
+        failure ??= `lane ${lane} at ${((performance.now() - t0) / 1000).toFixed(1)} s: ${e?.message ?? e}`;
       } finally {
         conn.close();
       }
@@ -191,7 +201,8 @@ async function soak(kind) {
   const exited = target.exited();
   await target.stop();
   errorLines = errorLines.filter((l) => l.trim());
-  return { kind, requests, seconds, counts, answers, failure, alive, exited, errorLines };
+  if (failedLanes > 1) failure += ` (and ${failedLanes - 1} more lanes failed)`;
+  return { kind, requests, seconds, counts, answers, failure, alive, exited, errorLines, slowest };
 }
 
 const results = {};
@@ -201,7 +212,8 @@ for (const kind of targets) {
   results[kind] = r;
   console.log(
     `soak ${kind}${kind === "edge" && literalSql ? " (literal SQL)" : ""}: ${r.requests} requests in ` +
-      `${r.seconds.toFixed(1)} s (${Math.round(r.requests / r.seconds)}/s) ${JSON.stringify(r.counts)}`,
+      `${r.seconds.toFixed(1)} s (${Math.round(r.requests / r.seconds)}/s) ${JSON.stringify(r.counts)}; slowest ` +
+      `${Math.round(r.slowest.ms)} ms (${r.slowest.what} at ${r.slowest.at?.toFixed(1)} s)`,
   );
   if (r.failure) {
     console.log(`  FAIL: ${r.failure}`);
