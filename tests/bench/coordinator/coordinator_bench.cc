@@ -5,9 +5,10 @@
 // The database holds JOBS jobs and NODES nodes (bulk-loaded with SQL after one job and the keys
 // were made through the API); the first half of the nodes hold a running lease each (heartbeats),
 // the other half claim pending jobs. `--only submit --jobs N` for N = 2, 10000, 100000 shows
-// whether a submission's cost depends on the queue (docs/benchmarks.md). Each phase: CONNS keep-alive connections from one epoll
-// thread (loadgen.h), requests/s, p50/p99 latency, and the coordinator's CPU time per request
-// from /proc/<pid>/stat, so the figures hold on a machine shared with the load generator.
+// whether a submission's cost depends on the queue (docs/benchmarks.md). Each phase: CONNS
+// keep-alive connections from one epoll thread (loadgen.h), requests/s, p50/p99 latency, and the
+// coordinator's CPU time per request from /proc/<pid>/stat, so the figures hold on a machine shared
+// with the load generator.
 //   bench_coordinator [--seconds 5] [--connections 64] [--jobs 100000] [--nodes 10000]
 //                     [--group-commit true|false] [--log-level warn] [--keep DIR]
 //                     [--only heartbeat|claim|submit|tick]  (healthz and that phase)
@@ -83,13 +84,12 @@ int main(int argc, char** argv) {
   CoordinatorOptions o;
   o.heartbeat_interval_s = 30;
   o.maintenance_period_s = 3600;
-  o.extra_args = {
-      "--threads",      std::to_string(conns + 32), "--log-level",          a["log-level"],
-      "--group-commit", a["group-commit"],          "--keep-alive-timeout", "30",
-      // Each simulated node sends far more than an agent would (2/s per node is the default);
-      // the developer owns the whole bulk-loaded queue.
-      "--node-rate-limit", "off", "--developer-rate-limit", "off", "--operator-rate-limit", "off",
-      "--max-active-jobs", "1000000000"};
+  o.extra_args = {"--threads", std::to_string(conns + 32), "--log-level", a["log-level"],
+                  "--group-commit", a["group-commit"], "--keep-alive-timeout", "30",
+                  // Each simulated node sends far more than an agent would (2/s per node is the
+                  // default); the developer owns the whole bulk-loaded queue.
+                  "--node-rate-limit", "off", "--developer-rate-limit", "off",
+                  "--operator-rate-limit", "off", "--max-active-jobs", "1000000000"};
   std::string error;
   std::string template_job;
   std::string operator_key;
