@@ -10,7 +10,8 @@
 // it 8-20 times with rising steps, cancel it (operator), heartbeat once more (200, cancel: true).
 // Every lane submits before it claims, so a claim always finds a job, and everything a lane sees
 // is determined by its own requests: answers compare lane by lane across the two shells after
-// ids are replaced by per-lane ordinals and times and URLs dropped.
+// key and node ids are replaced by per-lane ordinals, job ids by one placeholder (a claim may
+// hand a lane another lane's job, all are alike), and times and URLs dropped.
 //
 // --literal-sql runs the Worker with the former wire behaviour (integers written into the SQL
 // text, tests/conformance/literal_sql_worker.mjs); GLEANER_MINIFLARE=DIR runs another Miniflare
@@ -53,7 +54,8 @@ if (targets.includes("edge")) {
 // Lines of the runtime's output that mean something went wrong inside workerd or the Worker.
 const ERROR_LINE = /error|exception|kj\/|segmentation|sigsegv|uncaught|fatal|assert/i;
 
-// Per-lane normalisation: ids become ordinals in order of first appearance, times and URLs go.
+// Per-lane normalisation: key and node ids become ordinals in order of first appearance, every
+// job id the same placeholder; times, URLs and tokens go.
 function normalizer() {
   const ids = new Map();
   const walk = (v, key) => {
@@ -66,7 +68,8 @@ function normalizer() {
       }
       return out;
     }
-    if (typeof v === "string" && /^[jnku]_[A-Za-z0-9_]+$/.test(v)) {
+    if (typeof v === "string" && /^j_[A-Za-z0-9_]+$/.test(v)) return "j#";
+    if (typeof v === "string" && /^[nku]_[A-Za-z0-9_]+$/.test(v)) {
       if (!ids.has(v)) ids.set(v, `${v[0]}#${ids.size}`);
       return ids.get(v);
     }
