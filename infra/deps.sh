@@ -29,7 +29,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# The edge Worker's local runtime (Miniflare + workerd), pinned by wasm/package-lock.json.
+# The edge Worker's local runtime (Miniflare + workerd, and the Node.js >= 22 it declares, from
+# the npm registry), pinned by wasm/package-lock.json.
 # npm ci reinstalls when the installed Miniflare is not the pinned one.
 want=$(sed -n 's/.*"miniflare": "\(.*\)".*/\1/p' "$root/wasm/package.json")
 have=$(sed -n 's/^  "version": "\(.*\)".*/\1/p' "$root/wasm/node_modules/miniflare/package.json" 2>/dev/null || true)
