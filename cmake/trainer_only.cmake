@@ -19,6 +19,8 @@ endif()
 include_directories(SYSTEM ${GLEANER_JSON_INCLUDE_DIR})
 
 add_subdirectory(shared)
+add_subdirectory(shared/native)  # gleaner_files only
+add_subdirectory(agent/protocol)
 add_subdirectory(agent/train)
 if(GLEANER_TESTS)
   enable_testing()

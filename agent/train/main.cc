@@ -3,10 +3,11 @@
 #include <cstring>
 #include <string>
 
+#include "agent/protocol/trainer_protocol.h"
 #include "agent/train/common/run_args.h"
 #include "agent/train/common/signals.h"
 #include "agent/train/kinds.h"
-#include "shared/trainer_protocol.h"
+#include "agent/train/text/commands.h"
 #ifdef GLEANER_WITH_IMAGES
 #include "agent/train/images/commands.h"
 #endif
@@ -66,6 +67,9 @@ int main(int argc, char** argv) {
     return gleaner::kExitFailed;
   }
 #endif
+  if (argc >= 2 && std::strcmp(argv[1], "tokenize") == 0) {
+    return gleaner::train::text::TokenizeMain(argc - 2, argv + 2);
+  }
 #ifdef GLEANER_WITH_TORCH
   if (argc >= 2 && std::strcmp(argv[1], "forward") == 0) {
     return gleaner::train::ForwardMain(argc - 2, argv + 2);
@@ -75,6 +79,9 @@ int main(int argc, char** argv) {
   }
   if (argc >= 2 && std::strcmp(argv[1], "make-model") == 0) {
     return gleaner::train::MakeModelMain(argc - 2, argv + 2);
+  }
+  if (argc >= 2 && std::strcmp(argv[1], "text-encode") == 0) {
+    return gleaner::train::text::TextEncodeMain(argc - 2, argv + 2);
   }
 #endif
   return Usage();

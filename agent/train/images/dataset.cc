@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 
 namespace gleaner::images {
 namespace {

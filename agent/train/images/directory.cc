@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 #include "agent/train/images/archive_entries.h"
 
 namespace gleaner::images {

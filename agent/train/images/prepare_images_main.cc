@@ -17,14 +17,14 @@
 #include <map>
 #include <string>
 
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 #include "agent/train/images/commands.h"
 #include "agent/train/images/dataset.h"
 #include "agent/train/images/png_encode.h"
 #include "agent/train/images/transform.h"
 #include "shared/json.h"
 #include "shared/safetensors.h"
-#include "shared/trainer_protocol.h"
+#include "agent/protocol/trainer_protocol.h"
 
 namespace gleaner::train {
 namespace {

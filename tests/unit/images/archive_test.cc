@@ -7,7 +7,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 #include "tests/unit/images/writers.h"
 
 using namespace gleaner;

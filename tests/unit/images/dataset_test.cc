@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 #include "shared/json.h"
 #include "shared/safetensors.h"
 #include "tests/unit/images/writers.h"

@@ -6,7 +6,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 #include "agent/train/images/decode.h"
 #include "agent/train/images/transform.h"
 #include "shared/json.h"
