@@ -111,7 +111,7 @@ TEST_CASE("attention gradients match the float64 reference", "[attention]") {
   }
 }
 
-TEST_CASE("GLEANER_ATTENTION=explicit forces the explicit kernel; fused only where it exists",
+TEST_CASE("GLEANER_ATTENTION=explicit forces the explicit kernel, fused only where it exists",
           "[attention]") {
   AttentionKernel automatic =
       kHasFusedAttention ? AttentionKernel::kFused : AttentionKernel::kExplicit;
