@@ -2,13 +2,15 @@
 # Installs gleaner-agent as a systemd service on a Linux PC (docs/agent.md, "Install").
 #
 #   sudo infra/install-agent.sh --coordinator URL --enroll-token TOKEN [options]
+#   sudo infra/install-agent.sh --libtorch /opt/libtorch --coordinator URL ...   (CUDA build)
 #   sudo infra/install-agent.sh --uninstall [--purge]
 #
 # What it does (every step idempotent; re-running updates binaries, config and unit in place):
 #   - a system user and group `gleaner` (no login shell, no home), added to the `video` and
 #     `render` groups where they exist (GPU device nodes);
 #   - the state directory /var/lib/gleaner-agent (0700, owned by gleaner);
-#   - /usr/local/bin/gleaner-agent and gleaner-train (from --bin-dir);
+#   - /usr/local/bin/gleaner-agent and gleaner-train (from --bin-dir; or, with --libtorch DIR,
+#     first built from this checkout against that libtorch, e.g. a CUDA one, into build-libtorch/);
 #   - /etc/gleaner/agent.conf (0640 root:gleaner: it holds the enrolment token), and
 #     /etc/gleaner/ca.pem and /etc/gleaner/release-keys when given (0644, root-owned: the agent
 #     cannot change what it trusts);
@@ -33,8 +35,8 @@ fatal() { # a step failed on this machine
 usage() {
   cat <<'EOF'
 usage: install-agent.sh [--coordinator URL] [--enroll-token TOKEN] [--config FILE]
-         [--ca-file PEM] [--release-keys FILE] [--shutdown-deadline S] [--bin-dir DIR]
-         [--root DIR] [--no-start]
+         [--ca-file PEM] [--release-keys FILE] [--shutdown-deadline S]
+         [--bin-dir DIR | --libtorch DIR] [--root DIR] [--no-start]
        install-agent.sh --uninstall [--purge] [--root DIR]
   --coordinator URL      coordinator base URL (http:// or https://); writes /etc/gleaner/agent.conf
   --enroll-token TOKEN   enrolment token (or env GLEANER_ENROLL_TOKEN); used once, to register
@@ -44,6 +46,10 @@ usage: install-agent.sh [--coordinator URL] [--enroll-token TOKEN] [--config FIL
   --shutdown-deadline S  seconds the agent has to hand its job back on stop (default 20)
   --bin-dir DIR          where gleaner-agent and gleaner-train are (default: build/bin of this
                          checkout, else the script's own directory)
+  --libtorch DIR         build both from this checkout against the libtorch in DIR (with CUDA when
+                         it has CUDA) into build-libtorch/, and install those: a LibTorch download
+                         (C++11 ABI) or a PyTorch install's torch/ directory, outside /home and
+                         /root (the service cannot read there)
   --root DIR             install into DIR instead of / (nothing is started)
   --no-start             enable the service but do not (re)start it
   --uninstall            stop and remove the service and the binaries
@@ -60,7 +66,7 @@ state_dir=/var/lib/gleaner-agent
 unit_path=/etc/systemd/system/$unit_name
 
 coordinator="" token=${GLEANER_ENROLL_TOKEN:-} config="" ca_file="" release_keys=""
-deadline="" bin_dir="" root="" no_start=0 uninstall=0 purge=0
+deadline="" bin_dir="" libtorch="" root="" no_start=0 uninstall=0 purge=0
 while [ $# -gt 0 ]; do
   flag=$1
   case "$flag" in
@@ -72,7 +78,7 @@ while [ $# -gt 0 ]; do
     --uninstall) uninstall=1 ;;
     --purge) purge=1 ;;
     --coordinator | --enroll-token | --config | --ca-file | --release-keys | \
-      --shutdown-deadline | --bin-dir | --root)
+      --shutdown-deadline | --bin-dir | --libtorch | --root)
       if [ $# -lt 2 ] || [ -z "$2" ]; then die "$flag needs a value"; fi
       case "$flag" in
         --coordinator) coordinator=$2 ;;
@@ -82,6 +88,7 @@ while [ $# -gt 0 ]; do
         --release-keys) release_keys=$2 ;;
         --shutdown-deadline) deadline=$2 ;;
         --bin-dir) bin_dir=$2 ;;
+        --libtorch) libtorch=$2 ;;
         --root) root=$2 ;;
       esac
       shift
@@ -115,7 +122,7 @@ has_entry() { # has_entry passwd|group NAME
 }
 
 if [ $uninstall = 1 ]; then
-  [ -z "$coordinator$config$ca_file$release_keys$deadline$bin_dir" ] ||
+  [ -z "$coordinator$config$ca_file$release_keys$deadline$bin_dir$libtorch" ] ||
     die "--uninstall takes only --purge and --root"
   if [ $systemd_running = 1 ]; then
     systemctl disable --now "$unit_name" >/dev/null 2>&1 || true
@@ -142,12 +149,28 @@ fi
 [ $purge = 0 ] || die "--purge needs --uninstall"
 
 # ---- check everything before changing anything ----
-if [ -z "$bin_dir" ]; then
+src=$(cd "$(dirname "$0")/.." && pwd)
+if [ -n "$libtorch" ]; then
+  [ -z "$bin_dir" ] || die "--libtorch builds the binaries; it cannot be combined with --bin-dir"
+  [ -f "$libtorch/share/cmake/Torch/TorchConfig.cmake" ] ||
+    die "--libtorch $libtorch: no share/cmake/Torch/TorchConfig.cmake in it (not a libtorch)"
+  libtorch=$(cd "$libtorch" && pwd -P)
+  case "$libtorch/" in /home/* | /root/* | /run/user/*)
+    die "--libtorch $libtorch: the service cannot read /home, /root or /run/user (ProtectHome=yes); install libtorch elsewhere, e.g. /opt/libtorch" ;;
+  esac
+  [ -f "$src/CMakeLists.txt" ] && [ -d "$src/agent/train" ] ||
+    die "--libtorch needs the source checkout this script belongs to"
+  for tool in cmake ninja; do command -v $tool >/dev/null || die "--libtorch needs $tool to build"; done
+fi
+if [ -n "$libtorch" ]; then
+  bin_dir=$src/build-libtorch/bin # built below, once every other check has passed
+elif [ -z "$bin_dir" ]; then
   here=$(cd "$(dirname "$0")" && pwd)
   if [ -x "$here/../build/bin/gleaner-agent" ]; then bin_dir=$here/../build/bin; else bin_dir=$here; fi
 fi
 for b in gleaner-agent gleaner-train; do
-  [ -x "$bin_dir/$b" ] || die "no executable $b in $bin_dir (build first, or pass --bin-dir)"
+  [ -n "$libtorch" ] || [ -x "$bin_dir/$b" ] ||
+    die "no executable $b in $bin_dir (build first, or pass --bin-dir or --libtorch)"
 done
 if [ -n "$config" ]; then
   [ -z "$coordinator$token" ] || die "--config cannot be combined with --coordinator/--enroll-token"
@@ -173,6 +196,21 @@ if [ -n "$ca_file" ]; then
 fi
 if [ -n "$release_keys" ]; then
   [ -f "$release_keys" ] || die "--release-keys $release_keys: no such file"
+fi
+
+# ---- build against --libtorch ----
+if [ -n "$libtorch" ]; then
+  cuda=OFF
+  ls "$libtorch"/lib/libtorch_cuda.* >/dev/null 2>&1 && cuda=ON
+  say "building gleaner-agent and gleaner-train against $libtorch (CUDA $cuda) into $src/build-libtorch"
+  log=$src/build-libtorch.log
+  { cmake -S "$src" -B "$src/build-libtorch" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DGLEANER_TESTS=OFF -DTorch_DIR="$libtorch/share/cmake/Torch" -DGLEANER_WITH_CUDA=$cuda &&
+    cmake --build "$src/build-libtorch" --target gleaner-agent gleaner-train; } >"$log" 2>&1 ||
+    fatal "the build against $libtorch failed; see $log"
+  for b in gleaner-agent gleaner-train; do
+    [ -x "$bin_dir/$b" ] || fatal "the build against $libtorch made no $b; see $log"
+  done
 fi
 
 # ---- user, directories, files ----

@@ -6,9 +6,14 @@
 #include "agent/protocol/trainer_protocol.h"
 #include "agent/train/common/run_args.h"
 #include "agent/train/common/signals.h"
-#include "agent/train/images/commands.h"
 #include "agent/train/kinds.h"
 #include "agent/train/text/commands.h"
+#ifdef GLEANER_WITH_IMAGES
+#include "agent/train/images/commands.h"
+#endif
+#ifdef GLEANER_WITH_TORCH
+#include "agent/train/nn/torch_env.h"
+#endif
 
 namespace {
 
@@ -46,10 +51,22 @@ int main(int argc, char** argv) {
     std::printf("gleaner-train 0.1.0\n");
     return 0;
   }
+#ifdef GLEANER_WITH_TORCH
+  gleaner::train::ApplyTorchEnvironment();
+#endif
   if (argc >= 2 && std::strcmp(argv[1], "run") == 0) return RunMain(argc - 2, argv + 2);
+#ifdef GLEANER_WITH_IMAGES
   if (argc >= 2 && std::strcmp(argv[1], "prepare-images") == 0) {
     return gleaner::train::PrepareImagesMain(argc - 2, argv + 2);
   }
+#else
+  if (argc >= 2 && std::strcmp(argv[1], "prepare-images") == 0) {
+    std::fprintf(stderr,
+                 "gleaner-train: prepare-images is not built into this trainer "
+                 "(built without the image codecs)\n");
+    return gleaner::kExitFailed;
+  }
+#endif
   if (argc >= 2 && std::strcmp(argv[1], "tokenize") == 0) {
     return gleaner::train::text::TokenizeMain(argc - 2, argv + 2);
   }

@@ -178,6 +178,12 @@ bad "must not contain spaces" --root "$E" --bin-dir "$bin" --coordinator http://
 bad "--purge needs --uninstall" --root "$E" --purge
 bad "--uninstall takes only" --root "$E" --uninstall --coordinator http://x
 bad "--root /nonexistent" --root /nonexistent/x --uninstall
+mkdir "$work/not-libtorch"
+bad "no share/cmake/Torch/TorchConfig.cmake" --root "$E" --libtorch "$work/not-libtorch" --coordinator http://x
+mkdir -p "$work/libtorch/share/cmake/Torch"
+touch "$work/libtorch/share/cmake/Torch/TorchConfig.cmake"
+bad "cannot be combined with --bin-dir" --root "$E" --bin-dir "$bin" --libtorch "$work/libtorch" --coordinator http://x
+bad "--uninstall takes only" --root "$E" --uninstall --libtorch "$work/libtorch"
 ok "bad flags: one line each, exit 64, root untouched"
 
 # ---- uninstall ----

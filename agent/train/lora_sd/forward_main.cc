@@ -2,20 +2,27 @@
 // gradients), so any reference implementation can be checked against this one.
 //
 //   gleaner-train forward --config C --weights W --inputs I [--lora L] [--grad-weights R] --out O
+//                         [--device cpu|cuda] [--dtype fp32|bf16|fp16]
 //
 // I: safetensors with `sample` [B,C,H,W], `timestep` [B] (or scalar), `encoder_hidden_states`.
 // R: safetensors with tensor `R` (or exactly one tensor) shaped like the output; needs --lora.
 // O: safetensors with `sample` and, with R, the gradients of sum(output * R) under the LoRA's
-//    PEFT key names (metadata loss_value).
+//    PEFT key names (metadata loss_value); always fp32.
+// --device: where the UNet runs (default cpu). --dtype: fp32 (default; on CUDA without TF32, as
+// the references were computed), or bf16/fp16 as diffusers trains in mixed precision: base
+// weights cast to that dtype, LoRA in fp32, autocast to it around the forward pass (fp16: CUDA
+// only).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "agent/protocol/trainer_protocol.h"
 #include "agent/train/kinds.h"
 #include "agent/train/lora_sd/lora.h"
 #include "agent/train/lora_sd/unet.h"
+#include "agent/train/nn/torch_compat.h"
 #include "agent/train/nn/torch_io.h"
 
 namespace gleaner::train {
@@ -25,9 +32,25 @@ using namespace lora_sd;
 
 struct ForwardArgs {
   std::string config, weights, inputs, lora, grad_weights, out;
+  std::string device = "cpu", dtype = "fp32";
 };
 
+// --device/--dtype (values already checked by ForwardMain) as a device and autocast dtype.
+Status ResolveDevice(const ForwardArgs& a, torch::Device* device, c10::ScalarType* dtype) {
+  if (a.device == "cuda" && !torch::cuda::is_available()) {
+    return Status::Invalid("--device cuda: no CUDA device (or a CPU-only libtorch)");
+  }
+  *device = a.device == "cuda" ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  *dtype = a.dtype == "bf16"   ? torch::kBFloat16
+           : a.dtype == "fp16" ? torch::kFloat16
+                               : torch::kFloat32;
+  return Status::Ok();
+}
+
 Status RunForward(const ForwardArgs& a) {
+  torch::Device device = torch::kCPU;
+  c10::ScalarType dtype = torch::kFloat32;
+  GLEANER_RETURN_IF_ERROR(ResolveDevice(a, &device, &dtype));
   Result<std::string> text = ReadFile(a.config);
   if (!text.ok()) return text.status();
   Result<Json> j = ParseJson(*text);
@@ -58,31 +81,38 @@ Status RunForward(const ForwardArgs& a) {
     UNet unet(*cfg);
     GLEANER_RETURN_IF_ERROR(LoadStateDict(unet, *weights));
     unet.eval();
+    if (device.is_cuda() && dtype == torch::kFloat32) UseFullFp32();
+    unet.to(device, dtype);  // LoRA, attached below, stays fp32
     Lora lora;
     if (!a.lora.empty()) {
       Result<Lora> l = Lora::Load(unet, a.lora);
       if (!l.ok()) return l.status();
       lora = std::move(*l);
     }
-    torch::Tensor sample = inputs->at("sample").to(torch::kFloat32);
-    torch::Tensor ctx = inputs->at("encoder_hidden_states").to(torch::kFloat32);
-    torch::Tensor t = inputs->at("timestep");
+    torch::Tensor sample = inputs->at("sample").to(device, torch::kFloat32);
+    torch::Tensor ctx = inputs->at("encoder_hidden_states").to(device, torch::kFloat32);
+    torch::Tensor t = inputs->at("timestep").to(device);
+    torch::Tensor y;
+    {
+      // Autocast covers the forward pass only; backward runs outside it, as in training.
+      std::optional<AutocastScope> autocast;
+      if (dtype != torch::kFloat32) autocast.emplace(device.type(), dtype);
+      torch::AutoGradMode grad_mode(r.defined());
+      y = unet.forward(sample, t, ctx).to(torch::kFloat32);
+    }
     std::map<std::string, std::string> meta;
     TensorMap out;
     if (r.defined()) {
-      torch::Tensor y = unet.forward(sample, t, ctx);
       if (r.sizes() != y.sizes()) return Status::Invalid("R must have the output's shape");
-      torch::Tensor loss = (y * r.to(torch::kFloat32)).sum();
+      torch::Tensor loss = (y * r.to(device, torch::kFloat32)).sum();
       loss.backward();
       out = lora.PeftGradients();
-      out["sample"] = y.detach();
       char buf[64];
       std::snprintf(buf, sizeof buf, "%.9g", loss.item<double>());
       meta["loss_value"] = buf;
-    } else {
-      torch::NoGradGuard no_grad;
-      out["sample"] = unet.forward(sample, t, ctx);
     }
+    out["sample"] = y.detach();
+    for (auto& [name, tensor] : out) tensor = tensor.to(torch::kCPU, torch::kFloat32);
     return SaveSafetensors(a.out, out, meta);
   });
 }
@@ -99,6 +129,8 @@ int ForwardMain(int argc, char** argv) {
                        : k == "--lora"         ? &a.lora
                        : k == "--grad-weights" ? &a.grad_weights
                        : k == "--out"          ? &a.out
+                       : k == "--device"       ? &a.device
+                       : k == "--dtype"        ? &a.dtype
                                                : nullptr;
     if (dst == nullptr || i + 1 >= argc) {
       std::fprintf(stderr, "gleaner-train forward: unknown or incomplete argument %s\n", argv[i]);
@@ -106,10 +138,19 @@ int ForwardMain(int argc, char** argv) {
     }
     *dst = argv[++i];
   }
+  bool device_ok =
+      (a.device == "cpu" && (a.dtype == "fp32" || a.dtype == "bf16")) ||
+      (a.device == "cuda" && (a.dtype == "fp32" || a.dtype == "bf16" || a.dtype == "fp16"));
+  if (!device_ok) {
+    std::fprintf(stderr,
+                 "gleaner-train forward: --device cpu|cuda, --dtype fp32|bf16 (fp16: cuda only)\n");
+    return kExitUsage;
+  }
   if (a.config.empty() || a.weights.empty() || a.inputs.empty() || a.out.empty()) {
     std::fprintf(stderr,
                  "usage: gleaner-train forward --config C --weights W --inputs I [--lora L] "
-                 "[--grad-weights R] --out O\n");
+                 "[--grad-weights R] --out O\n"
+                 "       [--device cpu|cuda] [--dtype fp32|bf16|fp16]\n");
     return kExitUsage;
   }
   Status s = RunForward(a);

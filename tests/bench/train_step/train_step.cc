@@ -1,13 +1,14 @@
 // bench_train_step: time lora-sd training steps on the SD 1.5 UNet architecture.
 //
 //   bench_train_step [--full] [--steps N] [--batches 1,4] [--size 64] [--rank 8]
+//                    [--precision no,bf16] [--checkpointing off,on]
 //
 // --full builds the real SD 1.5 UNet (860M parameters, random initialisation); without it a
 // reduced configuration of the same architecture (channels /10) that a CPU can step through.
-// For each batch size, with and without gradient checkpointing (and in bf16 when CUDA is
-// available) it runs one warm-up step and N timed steps of the real Trainer (noise, UNet
-// forward/backward, AdamW) and prints s/step, images/s and peak memory (peak RSS on CPU,
-// peak allocated on CUDA).
+// For each batch size, with and without gradient checkpointing, in fp32 (and bf16 when CUDA is
+// available; --precision and --checkpointing choose instead), it runs one warm-up step and N
+// timed steps of the real Trainer (noise, UNet forward/backward, AdamW) and prints s/step,
+// images/s and peak memory (peak RSS on CPU, peak allocated on CUDA).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "agent/train/lora_sd/trainer.h"
+#include "agent/train/nn/attention.h"
 
 #ifdef GLEANER_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -48,6 +50,13 @@ void ResetPeakRss() {
   }
 }
 
+// "a,b,c" -> {"a", "b", "c"}
+std::vector<std::string> SplitList(char* list) {
+  std::vector<std::string> out;
+  for (char* p = std::strtok(list, ","); p; p = std::strtok(nullptr, ",")) out.push_back(p);
+  return out;
+}
+
 UNetConfig Reduced() {
   UNetConfig c = Sd15Config();
   c.block_out_channels = {32, 64, 128, 128};
@@ -60,6 +69,7 @@ int main(int argc, char** argv) {
   bool full = false;
   int steps = 3, size = 64, rank = 8;
   std::vector<int> batches = {1, 4};
+  std::vector<std::string> precisions, checkpointing = {"off", "on"};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--full") {
@@ -70,6 +80,10 @@ int main(int argc, char** argv) {
       size = std::atoi(argv[++i]);
     } else if (a == "--rank" && i + 1 < argc) {
       rank = std::atoi(argv[++i]);
+    } else if (a == "--precision" && i + 1 < argc) {
+      precisions = SplitList(argv[++i]);
+    } else if (a == "--checkpointing" && i + 1 < argc) {
+      checkpointing = SplitList(argv[++i]);
     } else if (a == "--batches" && i + 1 < argc) {
       batches.clear();
       for (char* p = std::strtok(argv[++i], ","); p; p = std::strtok(nullptr, ",")) {
@@ -78,7 +92,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: bench_train_step [--full] [--steps N] [--batches 1,4] [--size 64] "
-                   "[--rank 8]\n");
+                   "[--rank 8] [--precision no,bf16] [--checkpointing off,on]\n");
       return 64;
     }
   }
@@ -89,16 +103,18 @@ int main(int argc, char** argv) {
   for (const auto& [k, v] : weights) nparams += v.numel();
   std::printf(
       "config: %s UNet, %.1fM parameters, LoRA rank %d, latents %dx%d, device %s, "
-      "%d threads\n",
+      "%d threads, attention %s\n",
       full ? "SD 1.5" : "reduced SD 1.5 (channels 32/64/128/128)", double(nparams) / 1e6, rank,
-      size, size, cuda ? "cuda" : "cpu", torch::get_num_threads());
+      size, size, cuda ? "cuda" : "cpu", torch::get_num_threads(), AutoAttentionKernelName());
   std::printf("| batch | grad ckpt | precision | s/step | images/s | peak memory (MiB) |\n");
   std::printf("|---:|---|---|---:|---:|---:|\n");
-  std::vector<std::string> precisions = {"no"};
-  if (cuda) precisions.push_back("bf16");
+  if (precisions.empty()) {
+    precisions = cuda ? std::vector<std::string>{"no", "bf16"} : std::vector<std::string>{"no"};
+  }
   for (const std::string& prec : precisions) {
     for (int batch : batches) {
-      for (bool ckpt : {false, true}) {
+      for (const std::string& ckpt_name : checkpointing) {
+        bool ckpt = ckpt_name == "on";
         Dataset d;
         torch::manual_seed(1);
         d.latents = torch::randn({batch * 2, 4, size, size});
