@@ -58,7 +58,7 @@ Status DownloadVerified(CoordinatorApi* api, const std::string& url, const std::
   if (size >= 0 && d->size != size) {
     files::RemoveTree(path);
     return Status::Corruption("downloaded " + std::to_string(d->size) + " bytes, expected " +
-                              std::to_string(size));
+                              std::to_string(size) + " (the downloaded file was deleted)");
   }
   if (d->sha256 != sha256) {
     files::RemoveTree(path);
