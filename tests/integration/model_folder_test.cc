@@ -75,10 +75,14 @@ std::map<std::string, std::string> MakeModel(const std::string& dir) {
   return files;
 }
 
+// Files whose heads are PNG and JPEG signatures (the dataset reader sorts by signature; the
+// pixels are decoded only by the real trainer).
 void MakePhotos(const std::string& dir) {
-  Put(dir + "/dog1.png", Bytes(5000, 7));
+  Put(dir + "/dog1.png", "\x89PNG\r\n\x1a\n" + Bytes(5000, 7));
   Put(dir + "/dog1.txt", "a photo of sks dog on grass");
-  Put(dir + "/dog2.jpg", Bytes(4000, 8));
+  Put(dir + "/more/dog2.jpg", "\xff\xd8\xff\xe0" + Bytes(4000, 8));
+  Put(dir + "/.DS_Store", "junk");
+  Put(dir + "/notes.md", "not an image");
 }
 
 std::string Output(Fleet& fleet, const std::string& id, const std::string& name) {
@@ -145,18 +149,26 @@ TEST_CASE("a model folder uploaded once serves two jobs, fetched once, a cut dow
   CHECK(proxy.upstream_bytes() == before_again);
   CHECK(ReadFile(dir.File("tiny.model.json")) == ModelManifestToJson(*m) + "\n");
 
-  auto submit = [&] {
-    CliRun s = Gleaner(dir, url, dev,
-                       {"jobs", "submit", "--images", dir.File("photos"), "--instance-prompt",
-                        "a photo of sks dog", "--model", dir.File("tiny.model.json"), "--steps",
-                        "5", "--train-text-encoder"});
+  auto submit = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"jobs",
+                                     "submit",
+                                     "--images",
+                                     dir.File("photos"),
+                                     "--instance-prompt",
+                                     "a photo of sks dog",
+                                     "--model",
+                                     dir.File("tiny.model.json"),
+                                     "--steps",
+                                     "5"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    CliRun s = Gleaner(dir, url, dev, args);
     INFO(s.err);
     REQUIRE(s.code == 0);
     REQUIRE(s.out.size() > 3);
     REQUIRE(s.out.back() == '\n');
     return s.out.substr(0, s.out.size() - 1);
   };
-  const std::string job1 = submit();
+  const std::string job1 = submit({"--train-text-encoder"});
   CHECK(fleet.Job(job1)["params"]["instance_prompt"] == "a photo of sks dog");
   CHECK(fleet.Job(job1)["params"]["train_text_encoder"] == true);
 
@@ -181,16 +193,25 @@ TEST_CASE("a model folder uploaded once serves two jobs, fetched once, a cut dow
   INFO("inputs.txt:\n" << listing);
   CHECK(listing.find(Listing(model)) == 0);
   CHECK(listing.find("format diffusers\n") != std::string::npos);
+  // The archive, read by the trainer's own dataset reader: captions from .txt, else the prompt.
+  CHECK(listing.find("instance dog1.png a photo of sks dog on grass\n"
+                     "instance more/dog2.jpg a photo of sks dog\n") != std::string::npos);
   CHECK(PartFiles(dir.File("a/cache")).empty());
 
   // The second job reuses the cached model: only its dataset (and output) cross the link.
   const int64_t base2 = proxy.upstream_bytes();
-  const std::string job2 = submit();
+  Put(dir.File("dogs/0001.png"), "\x89PNG\r\n\x1a\n" + Bytes(3000, 9));
+  const std::string job2 =
+      submit({"--class-images", dir.File("dogs"), "--class-prompt", "a photo of a dog"});
   REQUIRE(fleet.WaitAllFinal({job2}, Millis(60000)));
   REQUIRE(fleet.Job(job2).value("state", "") == "completed");
   const int64_t used2 = proxy.upstream_bytes() - base2;
-  CHECK(used2 < 256 * 1024);
-  CHECK(Output(fleet, job2, "inputs.txt").find(Listing(model)) == 0);
+  CHECK(used2 < 64 * 1024);
+  const std::string listing2 = Output(fleet, job2, "inputs.txt");
+  CHECK(listing2.find(Listing(model)) == 0);
+  CHECK(listing2.find("class class/0001.png a photo of a dog\n") != std::string::npos);
+  CHECK(fleet.Job(job2)["params"]["class_prompt"] == "a photo of a dog");
+  CHECK(!fleet.Job(job2)["params"].contains("train_text_encoder"));
 }
 
 TEST_CASE("a model file whose bytes do not match its sha256 fails the job and is deleted",

@@ -1,8 +1,10 @@
 // A stand-in for gleaner-train in model-folder tests: it follows the trainer protocol
 // (agent/protocol/trainer_protocol.h) and, instead of training, lists what the agent gave it.
 // Output "inputs.txt": one line "<sha256>  <path>" per file of the model folder (sorted), then
-// "dataset <sha256> <size>" and "format <SPEC model.format>". Exit 2 when the model input is
-// not a directory.
+// "dataset <sha256> <size>", "format <SPEC model.format>", and the dataset as the trainer's own
+// reader (agent/train/images/dataset.h) sees it: "instance <path> <caption>" and "class <path>
+// <caption>" per image. Exit 2 when the model input is not a directory or the dataset is
+// refused.
 #include <dirent.h>
 #include <sys/stat.h>
 
@@ -13,6 +15,7 @@
 
 #include "agent/protocol/checkpoint_dir.h"
 #include "agent/protocol/trainer_protocol.h"
+#include "agent/train/images/dataset.h"
 #include "shared/native/files.h"
 
 using namespace gleaner;
@@ -73,6 +76,18 @@ int main(int argc, char** argv) {
   out += "dataset " + d->sha256 + " " + std::to_string(d->size) + "\n";
   std::string format = (*spec).contains("model") ? (*spec)["model"].value("format", "") : "";
   out += "format " + format + "\n";
+  images::DatasetOptions options;
+  const Json& params = (*spec)["params"];
+  options.instance_prompt = params.value("instance_prompt", "");
+  options.class_prompt = params.value("class_prompt", "");
+  Result<images::Dataset> ds = images::Dataset::Open(dataset, options);
+  if (!ds.ok()) return Fail(ds.status().ToString());
+  for (const images::DatasetImage& im : ds->instance_images()) {
+    out += "instance " + im.path + " " + im.caption + "\n";
+  }
+  for (const images::DatasetImage& im : ds->class_images()) {
+    out += "class " + im.path + " " + im.caption + "\n";
+  }
   const int64_t steps = spec->value("steps", int64_t(1));
   Result<train::CheckpointWriter> w = train::CheckpointWriter::Begin(train::OutputDirFor(work_dir));
   if (!w.ok()) return Fail(w.status().ToString());
