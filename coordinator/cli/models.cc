@@ -218,7 +218,7 @@ int JobsSubmit(Api& api, const Args& a) {
   if (end == nullptr || *end != '\0' || steps < 1) {
     return Report({kExitUsage, "--steps must be a positive integer"});
   }
-  params["steps"] = int64_t(steps);
+  if (a.Has("steps") || !params.contains("steps")) params["steps"] = int64_t(steps);
   params["instance_prompt"] = a.Flag("instance-prompt");
   if (a.Has("class-prompt")) params["class_prompt"] = a.Flag("class-prompt");
   if (a.Has("train-text-encoder")) params["train_text_encoder"] = true;

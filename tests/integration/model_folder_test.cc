@@ -21,27 +21,15 @@ using namespace gleaner::testing;
 
 namespace {
 
-struct CliRun {
-  int code = -1;
-  std::string out, err;
-};
-
-CliRun Gleaner(const TempDir& dir, const std::string& url, const std::string& token,
-               std::vector<std::string> args) {
-  static int runs = 0;
+ToolRun Gleaner(const TempDir& dir, const std::string& url, const std::string& token,
+                std::vector<std::string> args) {
   ProcessSpec spec;
   spec.binary = "gleaner";
   spec.args = std::move(args);
   spec.env = {{"GLEANER_URL", url}, {"GLEANER_TOKEN", token}};
-  std::string n = std::to_string(++runs);
-  spec.stdout_path = dir.File("gleaner" + n + ".out");
-  spec.stderr_path = dir.File("gleaner" + n + ".err");
-  Process p(spec);
-  std::string error;
-  REQUIRE(p.Start(&error));
-  auto st = p.Wait(Millis(60000));
-  REQUIRE(st.has_value());
-  return {st->exited ? st->code : 128 + st->signal, p.Stdout(), p.Stderr()};
+  ToolRun r = RunTool(dir, std::move(spec));
+  REQUIRE(r.code >= 0);
+  return r;
 }
 
 std::string Bytes(size_t n, uint32_t seed) {
@@ -132,8 +120,8 @@ TEST_CASE("a model folder uploaded once serves two jobs, fetched once, a cut dow
   int64_t model_bytes = 0;
   for (const auto& [p, b] : model) model_bytes += int64_t(b.size());
 
-  CliRun up = Gleaner(dir, url, dev,
-                      {"models", "upload", dir.File("sd-tiny"), "-o", dir.File("tiny.model.json")});
+  ToolRun up = Gleaner(
+      dir, url, dev, {"models", "upload", dir.File("sd-tiny"), "-o", dir.File("tiny.model.json")});
   INFO(up.err);
   REQUIRE(up.code == 0);
   CHECK(up.out == dir.File("tiny.model.json") + "\n");
@@ -143,7 +131,7 @@ TEST_CASE("a model folder uploaded once serves two jobs, fetched once, a cut dow
   REQUIRE(m->files.size() == model.size());
   // Registering the same folder again uploads nothing (the manifest already holds every file).
   const int64_t before_again = proxy.upstream_bytes();
-  CliRun again = Gleaner(
+  ToolRun again = Gleaner(
       dir, url, dev, {"models", "upload", dir.File("sd-tiny"), "-o", dir.File("tiny.model.json")});
   REQUIRE(again.code == 0);
   CHECK(proxy.upstream_bytes() == before_again);
@@ -161,7 +149,7 @@ TEST_CASE("a model folder uploaded once serves two jobs, fetched once, a cut dow
                                      "--steps",
                                      "5"};
     args.insert(args.end(), extra.begin(), extra.end());
-    CliRun s = Gleaner(dir, url, dev, args);
+    ToolRun s = Gleaner(dir, url, dev, args);
     INFO(s.err);
     REQUIRE(s.code == 0);
     REQUIRE(s.out.size() > 3);
@@ -249,9 +237,10 @@ TEST_CASE("a model file whose bytes do not match its sha256 fails the job and is
   extra.size = 28;
   m->files.push_back(extra);
   REQUIRE(files::WriteDurable(dir.File("bad.model.json"), ModelManifestToJson(*m)).ok());
-  CliRun s = Gleaner(dir, url, dev,
-                     {"jobs", "submit", "--images", dir.File("photos"), "--instance-prompt",
-                      "a photo of sks dog", "--model", dir.File("bad.model.json"), "--steps", "5"});
+  ToolRun s =
+      Gleaner(dir, url, dev,
+              {"jobs", "submit", "--images", dir.File("photos"), "--instance-prompt",
+               "a photo of sks dog", "--model", dir.File("bad.model.json"), "--steps", "5"});
   INFO(s.err);
   REQUIRE(s.code == 0);
   const std::string id = s.out.substr(0, s.out.find('\n'));
@@ -333,7 +322,7 @@ TEST_CASE("gleaner models and jobs submit: bad usage and bad folders are one lin
        "check MANIFEST"},
   };
   for (const Case& c : cases) {
-    CliRun r = Gleaner(dir, url, tok, c.args);
+    ToolRun r = Gleaner(dir, url, tok, c.args);
     INFO(c.args[0] << " " << c.args[1]);
     CHECK(r.code == c.code);
     CHECK(r.err == c.line + "\n");
