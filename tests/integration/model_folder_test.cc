@@ -5,6 +5,7 @@
 // Blob traffic goes through a FaultProxy (the coordinator's public URL), which counts the bytes
 // the server sent and cuts a download mid-file.
 #include <httplib.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
@@ -328,4 +329,59 @@ TEST_CASE("gleaner models and jobs submit: bad usage and bad folders are one lin
     CHECK(r.err == c.line + "\n");
     CHECK(r.out.empty());
   }
+}
+
+TEST_CASE("an agent killed mid-download fetches only the rest of the file after a restart",
+          "[agent][e2e][models]") {
+  TempDir dir("gleaner-e2e-models-kill");
+  Fleet fleet(dir.path(), 0.2);
+  REQUIRE(fleet.ok());
+  FaultProxy proxy(fleet.coordinator().port());
+  REQUIRE(proxy.ok());
+  std::string error;
+  REQUIRE(fleet.RestartCoordinator(&error, {"--public-url", proxy.url()}));
+  const std::string url = fleet.coordinator().url(), dev = fleet.developer_token();
+  auto model = MakeModel(dir.File("sd-tiny"));
+  MakePhotos(dir.File("photos"));
+  int64_t model_bytes = 0;
+  for (const auto& [p, b] : model) model_bytes += int64_t(b.size());
+  REQUIRE(Gleaner(dir, url, dev,
+                  {"models", "upload", dir.File("sd-tiny"), "-o", dir.File("m.model.json")})
+              .code == 0);
+  ToolRun s = Gleaner(dir, url, dev,
+                      {"jobs", "submit", "--images", dir.File("photos"), "--instance-prompt",
+                       "a photo of sks dog", "--model", dir.File("m.model.json"), "--steps", "5"});
+  REQUIRE(s.code == 0);
+  const std::string id = s.out.substr(0, s.out.find('\n'));
+
+  // A slow link (each 64 KiB chunk held 20 ms): the 4 MiB weights take over a second.
+  proxy.SetDelay(Millis(20));
+  const std::vector<std::string> args = {"--trainer", BinPath("../tests/model-folder-trainer")};
+  AgentProcess& first = fleet.AddAgent("a", {}, args);
+  REQUIRE(first.Start(&error));
+  const std::string part =
+      dir.File("a/cache/" + Sha256Hex(model["unet/diffusion_pytorch_model.safetensors"]) + ".part");
+  REQUIRE(WaitUntil([&] { return ReadFile(part).size() >= (1u << 20); }, Millis(30000)));
+  first.process().Signal(SIGKILL);
+  REQUIRE(first.process().Wait(Millis(10000)).has_value());
+  const int64_t have = int64_t(ReadFile(part).size());
+  REQUIRE(have < int64_t(kUnetBytes));
+
+  proxy.SetDelay(Millis(0));
+  const int64_t base = proxy.upstream_bytes();
+  AgentProcess& second = fleet.AddAgent("a", {}, args);
+  REQUIRE(second.Start(&error));
+  const bool final = fleet.WaitAllFinal({id}, Millis(60000));
+  INFO("agent after the restart:\n" << second.Log());
+  REQUIRE(final);
+  CHECK(fleet.Job(id).value("state", "") == "completed");
+  const int64_t used = proxy.upstream_bytes() - base;
+  // The restarted agent asked for the weights from byte `have` (>= 1 MiB) on, and fetched the
+  // small files it had not reached, the dataset and its output's answer; the slack also covers
+  // a chunk the proxy may still have read for the killed agent. Starting over would cost `have`
+  // more.
+  CHECK(used >= int64_t(kUnetBytes) - have);
+  CHECK(used < model_bytes - have + 256 * 1024);
+  CHECK(Output(fleet, id, "inputs.txt").find(Listing(model)) == 0);
+  CHECK(PartFiles(dir.File("a/cache")).empty());
 }
