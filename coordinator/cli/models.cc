@@ -230,9 +230,11 @@ int JobsSubmit(Api& api, const Args& a) {
   if (!f.ok()) return Report(f);
 
   // The dataset: instance images at the archive's root, class images under class/.
-  char tmpl[] = "/tmp/gleaner-dataset-XXXXXX";
-  int fd = mkstemp(tmpl);
-  if (fd < 0) return Report({kExitLocal, "cannot create a temporary file"});
+  const char* tmpdir = std::getenv("TMPDIR");
+  std::string tmpl = std::string(tmpdir != nullptr && *tmpdir != '\0' ? tmpdir : "/tmp") +
+                     "/gleaner-dataset-XXXXXX";
+  int fd = mkstemp(&tmpl[0]);
+  if (fd < 0) return Report({kExitLocal, "cannot create a temporary file in " + tmpl});
   close(fd);
   const std::string archive = tmpl;
   struct Remove {
