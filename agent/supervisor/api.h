@@ -19,12 +19,12 @@ namespace gleaner::agent {
 
 struct RemoteObject {
   std::string name;  // input name ("" for checkpoints)
-  // A file of a folder input (a diffusers model's "files"): its path inside the folder; empty
-  // for an input that is one file.
-  std::string path;
   std::string url;
   std::string sha256;
   int64_t size = -1;  // -1 when the coordinator did not say
+  // A file of a folder input (a diffusers model's "files"): its path inside the folder; empty
+  // for an input that is one file.
+  std::string path = std::string();  // (initialised: older aggregate initialisers omit it)
 };
 
 // Where to download a job's inputs and resume checkpoint (claim, or POST .../downloads).

@@ -115,7 +115,9 @@ void BlobCache::Evict(const std::set<std::string>& keep) {
   std::vector<Entry> entries;
   int64_t total = 0;
   for (const std::string& n : *names) {
-    if (!IsSha256Hex(n)) continue;
+    // Verified files and cut-off downloads (<sha256>.part): both hold disk, both age out.
+    const bool part = n.size() == 69 && n.compare(64, 5, ".part") == 0;
+    if (!IsSha256Hex(part ? n.substr(0, 64) : n)) continue;
     std::string p = files::Join(dir_, n);
     struct stat st;
     if (stat(p.c_str(), &st) != 0) continue;

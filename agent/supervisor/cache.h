@@ -25,7 +25,8 @@ class BlobCache {
 
   // Local path of `obj`, downloading it (through api) when missing.
   Result<std::string> Fetch(CoordinatorApi* api, const RemoteObject& obj);
-  // Evicts least-recently-used files until the total is within the cap, keeping `keep`.
+  // Evicts least-recently-used files (cut-off downloads included) until the total is within
+  // the cap, keeping `keep`.
   void Evict(const std::set<std::string>& keep);
 
  private:
