@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
+#include <map>
+#include <memory>
 #include <thread>
 
 #include "shared/model_manifest.h"
@@ -104,22 +106,42 @@ std::vector<std::string> PartFiles(const std::string& cache) {
   return parts;
 }
 
+// A coordinator whose blob URLs go through a FaultProxy (its public URL), with a tiny model
+// folder (dir/sd-tiny) and photos (dir/photos) on disk.
+struct ProxiedModelFleet {
+  TempDir dir;
+  Fleet fleet;
+  std::unique_ptr<FaultProxy> proxy;
+  std::string url, dev;
+  std::map<std::string, std::string> model;
+  int64_t model_bytes = 0;
+
+  explicit ProxiedModelFleet(const std::string& prefix) : dir(prefix), fleet(dir.path(), 0.2) {
+    REQUIRE(fleet.ok());
+    proxy = std::make_unique<FaultProxy>(fleet.coordinator().port());
+    REQUIRE(proxy->ok());
+    std::string error;
+    REQUIRE(fleet.RestartCoordinator(&error, {"--public-url", proxy->url()}));
+    url = fleet.coordinator().url();
+    dev = fleet.developer_token();
+    model = MakeModel(dir.File("sd-tiny"));
+    MakePhotos(dir.File("photos"));
+    for (const auto& [p, b] : model) model_bytes += int64_t(b.size());
+  }
+};
+
 }  // namespace
 
 TEST_CASE("a model folder uploaded once serves two jobs, fetched once, a cut download resumed",
           "[agent][e2e][models]") {
-  TempDir dir("gleaner-e2e-models");
-  Fleet fleet(dir.path(), 0.2);
-  REQUIRE(fleet.ok());
-  FaultProxy proxy(fleet.coordinator().port());
-  REQUIRE(proxy.ok());
+  ProxiedModelFleet f("gleaner-e2e-models");
+  TempDir& dir = f.dir;
+  Fleet& fleet = f.fleet;
+  FaultProxy& proxy = *f.proxy;
+  const std::string url = f.url, dev = f.dev;
+  const std::map<std::string, std::string> model = f.model;
+  const int64_t model_bytes = f.model_bytes;
   std::string error;
-  REQUIRE(fleet.RestartCoordinator(&error, {"--public-url", proxy.url()}));
-  const std::string url = fleet.coordinator().url(), dev = fleet.developer_token();
-  auto model = MakeModel(dir.File("sd-tiny"));
-  MakePhotos(dir.File("photos"));
-  int64_t model_bytes = 0;
-  for (const auto& [p, b] : model) model_bytes += int64_t(b.size());
 
   ToolRun up = Gleaner(
       dir, url, dev, {"models", "upload", dir.File("sd-tiny"), "-o", dir.File("tiny.model.json")});
@@ -333,18 +355,14 @@ TEST_CASE("gleaner models and jobs submit: bad usage and bad folders are one lin
 
 TEST_CASE("an agent killed mid-download fetches only the rest of the file after a restart",
           "[agent][e2e][models]") {
-  TempDir dir("gleaner-e2e-models-kill");
-  Fleet fleet(dir.path(), 0.2);
-  REQUIRE(fleet.ok());
-  FaultProxy proxy(fleet.coordinator().port());
-  REQUIRE(proxy.ok());
+  ProxiedModelFleet f("gleaner-e2e-models-kill");
+  TempDir& dir = f.dir;
+  Fleet& fleet = f.fleet;
+  FaultProxy& proxy = *f.proxy;
+  const std::string url = f.url, dev = f.dev;
+  const std::map<std::string, std::string> model = f.model;
+  const int64_t model_bytes = f.model_bytes;
   std::string error;
-  REQUIRE(fleet.RestartCoordinator(&error, {"--public-url", proxy.url()}));
-  const std::string url = fleet.coordinator().url(), dev = fleet.developer_token();
-  auto model = MakeModel(dir.File("sd-tiny"));
-  MakePhotos(dir.File("photos"));
-  int64_t model_bytes = 0;
-  for (const auto& [p, b] : model) model_bytes += int64_t(b.size());
   REQUIRE(Gleaner(dir, url, dev,
                   {"models", "upload", dir.File("sd-tiny"), "-o", dir.File("m.model.json")})
               .code == 0);
@@ -359,8 +377,8 @@ TEST_CASE("an agent killed mid-download fetches only the rest of the file after 
   const std::vector<std::string> args = {"--trainer", BinPath("../tests/model-folder-trainer")};
   AgentProcess& first = fleet.AddAgent("a", {}, args);
   REQUIRE(first.Start(&error));
-  const std::string part =
-      dir.File("a/cache/" + Sha256Hex(model["unet/diffusion_pytorch_model.safetensors"]) + ".part");
+  const std::string part = dir.File(
+      "a/cache/" + Sha256Hex(model.at("unet/diffusion_pytorch_model.safetensors")) + ".part");
   REQUIRE(WaitUntil([&] { return ReadFile(part).size() >= (1u << 20); }, Millis(30000)));
   first.process().Signal(SIGKILL);
   REQUIRE(first.process().Wait(Millis(10000)).has_value());
