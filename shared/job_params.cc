@@ -79,6 +79,9 @@ Result<Json> LoraSd(const Json& params) {
                                       "adam_beta2",
                                       "adam_weight_decay",
                                       "adam_epsilon",
+                                      "instance_prompt",
+                                      "class_prompt",
+                                      "train_text_encoder",
                                       nullptr};
   static const char* const kPrecision[] = {"no", "fp16", "bf16", nullptr};
   static const char* const kSchedulers[] = {"constant", "constant_with_warmup", "linear", "cosine",
@@ -113,6 +116,15 @@ Result<Json> LoraSd(const Json& params) {
   NumField(r, "adam_beta2", 0, 0.999999999, 0.999, &out);
   NumField(r, "adam_weight_decay", 0, 10, 0.01, &out);
   NumField(r, "adam_epsilon", 1e-20, 1, 1e-8, &out);
+  // Image datasets (optional; kept only when given): the captions of images without a .txt.
+  for (const char* key : {"instance_prompt", "class_prompt"}) {
+    std::string prompt;
+    if (r.String(key, &prompt, false, 4096) && r.Has(key)) out[key] = prompt;
+  }
+  bool te = false;
+  if (r.Bool("train_text_encoder", &te, false) && r.Has("train_text_encoder")) {
+    out["train_text_encoder"] = te;
+  }
   if (!r.ok()) return r.status();
   return out;
 }

@@ -3,7 +3,16 @@
 //
 // Invocation:  gleaner-train run --spec SPEC.json --work-dir DIR [--resume CKPT_DIR]
 //   SPEC.json: {"job_id", "kind", "params": {...}, "inputs": {"<name>": "<local path>"},
-//               "steps": N}
+//               "steps": N, "model": {...}}
+//     inputs.dataset: the dataset file as uploaded (a latent safetensors file, or an image
+//       archive: zip or tar).
+//     inputs.model: a file (the UNet weights; model.config holds its config), or, when
+//       model.format is "diffusers" (kModelFormatDiffusers), a directory in diffusers layout
+//       (model_index.json, unet/, vae/, text_encoder/, tokenizer/, for SDXL text_encoder_2/ and
+//       tokenizer_2/; shared/model_manifest.h) whose files are hard links into (or copies of)
+//       the agent's verified cache: read them, never write them. model.config is then optional
+//       (unet/config.json is in the folder). Trainers that predate the field see a directory
+//       where a file was expected and fail the job (exit 2) rather than misread it.
 //   DIR/checkpoints/<step as %010d>/ : one directory per checkpoint; the trainer writes its files
 //     into "<dir>.tmp", fsyncs them, writes MANIFEST.json LAST, fsyncs, renames to the final name,
 //     fsyncs DIR/checkpoints. A directory without a valid manifest is not a checkpoint.
@@ -28,6 +37,9 @@ constexpr int kExitDone = 0;         // finished; DIR/output holds the result wi
 constexpr int kExitFailed = 2;       // the job cannot succeed (bad input, NaN loss, fail_at_step)
 constexpr int kExitInterrupted = 3;  // stopped on a signal after writing a checkpoint
 constexpr int kExitUsage = 64;       // bad command line (a bug in the agent, not the job)
+
+// SPEC.json model.format of a base model given as a diffusers folder.
+constexpr const char* kModelFormatDiffusers = "diffusers";
 
 constexpr const char* kManifestName = "MANIFEST.json";
 constexpr const char* kManifestFormat = "gleaner-checkpoint";

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "shared/model_manifest.h"
 #include "shared/release_manifest.h"
 
 namespace gleaner::agent {
@@ -116,6 +117,31 @@ bool ReadObject(const Json& j, const std::string& name, RemoteObject* out, Statu
   return true;
 }
 
+// inputs.<name>.files: one object per file of a folder input, each with its path.
+bool ReadFolder(const Json& files, const std::string& name, std::vector<RemoteObject>* out,
+                Status* st) {
+  if (!files.is_array() || files.empty() || files.size() > kMaxModelFiles) {
+    *st = Status::Invalid(name + ".files must be a non-empty array");
+    return false;
+  }
+  for (const Json& f : files) {
+    RemoteObject o;
+    if (!f.is_object() || !ReadObject(f, name, &o, st)) {
+      if (st->ok()) *st = Status::Invalid(name + ".files holds a non-object");
+      return false;
+    }
+    FieldReader r(f, name + ".files[].");
+    r.String("path", &o.path, true, kMaxModelPathBytes);
+    if (r.ok() && !IsValidModelPath(o.path)) r.Fail("path '" + o.path + "' is not a safe path");
+    if (!r.ok()) {
+      *st = r.status();
+      return false;
+    }
+    out->push_back(std::move(o));
+  }
+  return true;
+}
+
 }  // namespace
 
 Result<Downloads> ParseDownloads(const Json& j) {
@@ -126,6 +152,11 @@ Result<Downloads> ParseDownloads(const Json& j) {
       if (!it->is_object()) continue;
       RemoteObject o;
       Status st;
+      auto files = it->find("files");
+      if (files != it->end()) {
+        if (!ReadFolder(*files, it.key(), &d.inputs, &st)) return st;
+        continue;
+      }
       if (!ReadObject(*it, it.key(), &o, &st)) return st;
       d.inputs.push_back(o);
     }
@@ -284,10 +315,12 @@ Status CoordinatorApi::PutFile(const std::string& url, const std::string& path) 
   return StatusFromHttp(r->status, r->body);
 }
 
-Status CoordinatorApi::GetFile(const std::string& url, const std::string& path) {
+Status CoordinatorApi::GetFile(const std::string& url, const std::string& path,
+                               int64_t resume_from) {
   net::HttpCall call;
   call.url = Resolve(url);
   call.download_file = path;
+  call.resume_from = resume_from;
   call.timeout_ms = 600000;
   Result<net::HttpResponse> r = http_->Send(call);
   if (!r.ok()) return r.status();

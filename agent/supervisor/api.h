@@ -22,6 +22,9 @@ struct RemoteObject {
   std::string url;
   std::string sha256;
   int64_t size = -1;  // -1 when the coordinator did not say
+  // A file of a folder input (a diffusers model's "files"): its path inside the folder; empty
+  // for an input that is one file.
+  std::string path = std::string();  // (initialised: older aggregate initialisers omit it)
 };
 
 // Where to download a job's inputs and resume checkpoint (claim, or POST .../downloads).
@@ -94,7 +97,8 @@ class CoordinatorApi {
 
   // Object transfers to/from presigned URLs (no bearer token is sent to storage).
   Status PutFile(const std::string& url, const std::string& path);
-  Status GetFile(const std::string& url, const std::string& path);
+  // GET into path; resume_from > 0 asks for the rest only (Range) and appends it to path.
+  Status GetFile(const std::string& url, const std::string& path, int64_t resume_from = 0);
 
   // Relative URLs ("/v1/blobs/...") resolve against the coordinator.
   std::string Resolve(const std::string& url) const;

@@ -1,32 +1,69 @@
 #include "agent/supervisor/cache.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <utime.h>
 
 #include <algorithm>
-#include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <vector>
 
 #include "shared/native/files.h"
 #include "shared/sha256.h"
 
 namespace gleaner::agent {
+namespace {
+
+// Streams from to to (weights can be larger than memory).
+Status CopyFile(const std::string& from, const std::string& to) {
+  int in = open(from.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) return Status::Io("open " + from + ": " + std::strerror(errno));
+  int out = open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0) {
+    close(in);
+    return Status::Io("create " + to + ": " + std::strerror(errno));
+  }
+  std::vector<char> buf(1 << 20);
+  ssize_t n = 0;
+  bool ok = true;
+  while (ok && (n = read(in, buf.data(), buf.size())) > 0) {
+    ok = write(out, buf.data(), size_t(n)) == n;
+  }
+  ok = ok && n == 0;
+  close(in);
+  if (close(out) != 0) ok = false;
+  return ok ? Status::Ok() : Status::Io("copy " + from + " to " + to + " failed");
+}
+
+}  // namespace
 
 Status DownloadVerified(CoordinatorApi* api, const std::string& url, const std::string& sha256,
-                        int64_t size, const std::string& path) {
+                        int64_t size, const std::string& path, bool resume) {
   if (!IsSha256Hex(sha256)) return Status::Invalid("expected sha256 is not 64 lowercase hex");
-  GLEANER_RETURN_IF_ERROR(api->GetFile(url, path));
+  int64_t have = 0;
+  struct stat st;
+  if (resume && stat(path.c_str(), &st) == 0) have = int64_t(st.st_size);
+  if (size >= 0 && have > size) {
+    files::RemoveTree(path);
+    have = 0;
+  }
+  // A complete .part (killed between the last byte and the rename) needs no request at all.
+  if (!(resume && size >= 0 && have == size)) {
+    GLEANER_RETURN_IF_ERROR(api->GetFile(url, path, have));
+  }
   Result<files::FileDigest> d = files::Digest(path);
   if (!d.ok()) return d.status();
   if (size >= 0 && d->size != size) {
     files::RemoveTree(path);
     return Status::Corruption("downloaded " + std::to_string(d->size) + " bytes, expected " +
-                              std::to_string(size));
+                              std::to_string(size) + " (the downloaded file was deleted)");
   }
   if (d->sha256 != sha256) {
     files::RemoveTree(path);
-    return Status::Corruption("sha256 mismatch: got " + d->sha256 + ", expected " + sha256);
+    return Status::Corruption("sha256 mismatch: got " + d->sha256 + ", expected " + sha256 +
+                              " (the downloaded file was deleted)");
   }
   return Status::Ok();
 }
@@ -42,17 +79,28 @@ Result<std::string> BlobCache::Fetch(CoordinatorApi* api, const RemoteObject& ob
       return path;
     }
   }
-  static std::atomic<int> counter{0};
-  std::string tmp =
-      files::Join(dir_, "tmp-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
-  Status s = DownloadVerified(api, obj.url, obj.sha256, obj.size, tmp);
-  if (!s.ok()) {
-    files::RemoveTree(tmp);
-    return s;
-  }
+  std::lock_guard<std::mutex> fetching(fetch_mu_);
+  std::string part = path + ".part";
+  Status s = DownloadVerified(api, obj.url, obj.sha256, obj.size, part, /*resume=*/true);
+  if (!s.ok()) return s;  // a mismatch removed the .part; a broken transfer keeps it
   std::lock_guard<std::mutex> lock(mu_);
-  GLEANER_RETURN_IF_ERROR(files::RenameDurable(tmp, path));
+  GLEANER_RETURN_IF_ERROR(files::RenameDurable(part, path));
   return path;
+}
+
+Status MaterializeFolder(const std::string& dir, const std::vector<std::string>& paths,
+                         const std::vector<std::string>& cached) {
+  GLEANER_RETURN_IF_ERROR(files::RemoveTree(dir));
+  for (size_t i = 0; i < paths.size(); ++i) {
+    std::string target = files::Join(dir, paths[i]);
+    GLEANER_RETURN_IF_ERROR(files::MakeDirs(target.substr(0, target.rfind('/'))));
+    if (link(cached[i].c_str(), target.c_str()) == 0) continue;
+    if (errno != EXDEV && errno != EPERM && errno != EMLINK) {
+      return Status::Io("link " + target + ": " + std::strerror(errno));
+    }
+    GLEANER_RETURN_IF_ERROR(CopyFile(cached[i], target));
+  }
+  return Status::Ok();
 }
 
 void BlobCache::Evict(const std::set<std::string>& keep) {
@@ -67,7 +115,9 @@ void BlobCache::Evict(const std::set<std::string>& keep) {
   std::vector<Entry> entries;
   int64_t total = 0;
   for (const std::string& n : *names) {
-    if (!IsSha256Hex(n)) continue;
+    // Verified files and cut-off downloads (<sha256>.part): both hold disk, both age out.
+    const bool part = n.size() == 69 && n.compare(64, 5, ".part") == 0;
+    if (!IsSha256Hex(part ? n.substr(0, 64) : n)) continue;
     std::string p = files::Join(dir_, n);
     struct stat st;
     if (stat(p.c_str(), &st) != 0) continue;

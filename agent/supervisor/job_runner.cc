@@ -8,6 +8,7 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -294,16 +295,31 @@ Status Run::Download(const std::string& what, RemoteObject* obj,
 
 Status Run::PrepareInputs(Json* inputs) {
   std::set<std::string> keep;
+  // A folder input (a diffusers model's files) is fetched file by file into the cache, then
+  // linked into work_dir/<name>/ in its layout; the trainer gets that directory.
+  std::map<std::string, std::pair<std::vector<std::string>, std::vector<std::string>>> folders;
   for (RemoteObject& in : job_.inputs) {
     std::string path;
-    Status s = Download("input " + in.name, &in, [&](const RemoteObject& o) {
+    std::string what = "input " + in.name + (in.path.empty() ? "" : "/" + in.path);
+    Status s = Download(what, &in, [&](const RemoteObject& o) {
       Result<std::string> p = cache_->Fetch(api_, o);
       if (p.ok()) path = *p;
       return p.status();
     });
-    if (!s.ok()) return Status(s.code(), "input " + in.name + ": " + s.message());
-    (*inputs)[in.name] = path;
+    if (!s.ok()) return Status(s.code(), what + ": " + s.message());
     keep.insert(path);
+    if (in.path.empty()) {
+      (*inputs)[in.name] = path;
+      continue;
+    }
+    folders[in.name].first.push_back(in.path);
+    folders[in.name].second.push_back(path);
+  }
+  for (const auto& [name, files] : folders) {
+    std::string dir = files::Join(work_dir_, "inputs/" + name);
+    Status s = MaterializeFolder(dir, files.first, files.second);
+    if (!s.ok()) return Status(Code::kIo, "input " + name + ": " + s.message());
+    (*inputs)[name] = dir;
   }
   cache_->Evict(keep);
   return Status::Ok();
@@ -529,6 +545,9 @@ JobOutcome Run::Go() {
   Json spec = {{"job_id", job_.job_id}, {"kind", job_.kind},   {"params", job_.params},
                {"inputs", inputs},      {"steps", job_.steps}, {"epoch", job_.epoch}};
   if (!job_.model.empty()) spec["model"] = job_.model;  // lora-sd reads model.config
+  for (const RemoteObject& in : job_.inputs) {
+    if (in.name == "model" && !in.path.empty()) spec["model"]["format"] = kModelFormatDiffusers;
+  }
   std::string spec_path = files::Join(work_dir_, "SPEC.json");
   s = files::WriteDurable(spec_path, DumpJson(spec));
   if (!s.ok()) return Release("node storage error: " + s.message());

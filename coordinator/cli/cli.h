@@ -80,6 +80,18 @@ int CmdReport(Api& api, const Args& a);
 int CmdNodes(Api& api, const Args& a);
 int CmdKeys(Api& api, const Args& a);
 
+int CmdModels(Api& api, const Args& a);
+int CmdJobs(Api& api, const Args& a);
+
+// sha256 (hex) and size of a file, streamed.
+Failure HashFile(const std::string& path, std::string* sha, int64_t* size);
+// POST /v1/uploads for the file, then PUT it with a progress bar; *upload = the API's answer
+// (id, uri, key, size, sha256, ...).
+Failure UploadFile(Api& api, const std::string& path, const std::string& name, Json* upload);
+// After POST /v1/jobs: prints the job id (or the job with --json), or with --wait polls until
+// the job is final (exit kExitJob unless it completed).
+int PrintOrWaitJob(Api& api, const Args& a, const Json& created);
+
 // Prints "gleaner: <message>" on stderr; returns f.code.
 int Report(const Failure& f);
 // Prints a JSON value (pretty, 2 spaces) on stdout.

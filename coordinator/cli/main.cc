@@ -16,6 +16,12 @@ const char kUsage[] =
     "  upload FILE [--name NAME]              upload a dataset/model; prints its blob:// uri\n"
     "  submit JOB.json [--wait] [--poll S] [--idempotency-key K]\n"
     "                                         submit a job (JOB.json '-' reads stdin)\n"
+    "  models upload DIR [--name N] [-o FILE] upload a diffusers folder once; writes its\n"
+    "                                         manifest (default NAME.model.json) for --model\n"
+    "  models check MANIFEST                  check a model manifest\n"
+    "  jobs submit --images DIR --instance-prompt TEXT --model MANIFEST|DIR\n"
+    "       [--train-text-encoder] [--class-images DIR --class-prompt TEXT] [--steps N]\n"
+    "       [--params JSON] [--wait]          archive the photos, upload them, submit\n"
     "  status ID                              one job\n"
     "  list [--state S] [--limit N]           jobs, newest first\n"
     "  logs ID                                a job's leases, checkpoints and failures\n"
@@ -32,10 +38,28 @@ const char kUsage[] =
     "Exit codes: 0 ok, 1 usage, 2 API error, 3 network error, 4 job failed or canceled\n"
     "(submit --wait), 5 local file error or checksum mismatch.\n";
 
-const std::set<std::string> kBoolFlags = {"json", "wait", "csv", "help"};
-const std::set<std::string> kValueFlags = {"url",   "token", "name",   "poll",   "idempotency-key",
-                                           "state", "limit", "reason", "o",      "by",
-                                           "from",  "to",    "role",   "ca-file"};
+const std::set<std::string> kBoolFlags = {"json", "wait", "csv", "help", "train-text-encoder"};
+const std::set<std::string> kValueFlags = {"url",
+                                           "token",
+                                           "name",
+                                           "poll",
+                                           "idempotency-key",
+                                           "state",
+                                           "limit",
+                                           "reason",
+                                           "o",
+                                           "by",
+                                           "from",
+                                           "to",
+                                           "role",
+                                           "ca-file",
+                                           "images",
+                                           "instance-prompt",
+                                           "class-images",
+                                           "class-prompt",
+                                           "model",
+                                           "steps",
+                                           "params"};
 
 bool Parse(int argc, char** argv, Args* a, std::string* error) {
   for (int i = 1; i < argc; ++i) {
@@ -111,7 +135,7 @@ int main(int argc, char** argv) {
       {"upload", CmdUpload},     {"submit", CmdSubmit}, {"status", CmdStatus},
       {"list", CmdList},         {"logs", CmdLogs},     {"cancel", CmdCancel},
       {"download", CmdDownload}, {"report", CmdReport}, {"nodes", CmdNodes},
-      {"keys", CmdKeys},
+      {"keys", CmdKeys},         {"models", CmdModels}, {"jobs", CmdJobs},
   };
   for (const auto& [name, fn] : kCommands) {
     if (cmd == name) return fn(api, a);

@@ -11,9 +11,7 @@
 #include "shared/sha256.h"
 
 namespace gleaner::cli {
-namespace {
 
-// sha256 and size of a file, streamed.
 Failure HashFile(const std::string& path, std::string* sha, int64_t* size) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return {kExitLocal, "cannot read " + path};
@@ -31,6 +29,8 @@ Failure HashFile(const std::string& path, std::string* sha, int64_t* size) {
   *sha = HexEncode(h.Finish());
   return {};
 }
+
+namespace {
 
 std::string Base(const std::string& path) {
   size_t slash = path.find_last_of('/');
@@ -50,20 +50,28 @@ bool Final(const std::string& state) {
 
 }  // namespace
 
-int CmdUpload(Api& api, const Args& a) {
-  if (a.words.size() != 1) return Report({kExitUsage, "usage: gleaner upload FILE [--name NAME]"});
-  const std::string& path = a.words[0];
+Failure UploadFile(Api& api, const std::string& path, const std::string& name, Json* upload) {
   std::string sha;
   int64_t size = 0;
   Failure f = HashFile(path, &sha, &size);
-  if (!f.ok()) return Report(f);
-  Json body = {{"name", a.Flag("name", Base(path))}, {"size", size}, {"sha256", sha}};
+  if (!f.ok()) return f;
+  Json body = {{"name", name}, {"size", size}, {"sha256", sha}};
   Reply r;
   f = api.Call("POST", "/v1/uploads", &body, &r);
-  if (!f.ok()) return Report(f);
+  if (!f.ok()) return f;
   std::string url = Str(r.json, "url");
-  f = WithTransferProgress("upload " + Base(path), path, size, true,
+  f = WithTransferProgress("upload " + name, path, size, true,
                            [&] { return api.PutFile(url, path, size); });
+  if (!f.ok()) return f;
+  *upload = r.json;
+  return {};
+}
+
+int CmdUpload(Api& api, const Args& a) {
+  if (a.words.size() != 1) return Report({kExitUsage, "usage: gleaner upload FILE [--name NAME]"});
+  const std::string& path = a.words[0];
+  Reply r;
+  Failure f = UploadFile(api, path, a.Flag("name", Base(path)), &r.json);
   if (!f.ok()) return Report(f);
   if (a.Has("json")) {
     Json out = r.json;
@@ -99,6 +107,13 @@ int CmdSubmit(Api& api, const Args& a) {
   Reply r;
   Failure f = api.Call("POST", "/v1/jobs", &*spec, &r, headers);
   if (!f.ok()) return Report(f);
+  return PrintOrWaitJob(api, a, r.json);
+}
+
+int PrintOrWaitJob(Api& api, const Args& a, const Json& created) {
+  Reply r;
+  r.json = created;
+  Failure f;
   std::string id = Str(r.json, "id");
   if (!a.Has("wait")) {
     if (a.Has("json")) {

@@ -1,6 +1,7 @@
 // Developer submissions: POST /v1/uploads and POST /v1/jobs (with Idempotency-Key).
 #include "coordinator/core/blob_urls.h"
 #include "coordinator/core/ids.h"
+#include "coordinator/core/job_inputs.h"
 #include "coordinator/core/job_view.h"
 #include "coordinator/core/routes.h"
 #include "shared/job_params.h"
@@ -8,53 +9,6 @@
 
 namespace gleaner::core {
 namespace {
-
-// Reads a sha256 field: 64 hex characters, returned lowercase.
-bool ShaField(FieldReader& r, const char* key, std::string* out, const std::string& prefix) {
-  if (!r.String(key, out, true, 64)) return false;
-  for (char& c : *out) c = char(c >= 'A' && c <= 'F' ? c - 'A' + 'a' : c);
-  if (!IsSha256Hex(*out)) return r.Fail(prefix + key + " must be 64 hex characters");
-  return true;
-}
-
-struct InputRef {
-  std::string field;  // "model" | "dataset"
-  std::string uri, key, sha256;
-};
-
-// model: {uri, sha256, config}; dataset: {uri, sha256}. uri = "blob://uploads/<id>/<name>".
-Status ReadInput(const Json& body, const std::string& field, bool with_config, InputRef* ref,
-                 Json* spec_out) {
-  FieldReader top(body);
-  const Json* obj = nullptr;
-  top.Object(field.c_str(), &obj, true);
-  if (!top.ok()) return top.status();
-  static const char* const kModelKeys[] = {"uri", "sha256", "config", nullptr};
-  static const char* const kDataKeys[] = {"uri", "sha256", nullptr};
-  FieldReader r(*obj, field + ".");
-  r.OnlyKeys(with_config ? kModelKeys : kDataKeys);
-  r.String("uri", &ref->uri, true, 600);
-  ShaField(r, "sha256", &ref->sha256, field + ".");
-  if (!r.ok()) return r.status();
-  const std::string scheme = "blob://";
-  if (ref->uri.compare(0, scheme.size(), scheme) != 0) {
-    return Status::Invalid(field + ".uri must be a blob:// URI from POST /v1/uploads");
-  }
-  ref->key = ref->uri.substr(scheme.size());
-  if (!IsValidBlobKey(ref->key) || ref->key.compare(0, 8, "uploads/") != 0) {
-    return Status::Invalid(field + ".uri must be a blob:// URI from POST /v1/uploads");
-  }
-  ref->field = field;
-  *spec_out = {{"uri", ref->uri}, {"key", ref->key}, {"sha256", ref->sha256}};
-  if (with_config) {
-    const Json* config = nullptr;
-    r.Object("config", &config, true);
-    if (!r.ok()) return r.status();
-    GLEANER_RETURN_IF_ERROR(CheckUnetConfig(*config, field + ".config"));
-    (*spec_out)["config"] = *config;
-  }
-  return Status::Ok();
-}
 
 // The caller's active jobs: one counter row (api_keys.active_jobs, kept by triggers; migration
 // 0003), whatever the queue holds.
@@ -78,18 +32,8 @@ Plan ExplainRefusedJob(CtxPtr ctx, const std::vector<InputRef>& inputs,
           {ctx->caller.id, idem});
   }
   if (!inputs.empty()) {
-    std::string in_list;
-    std::vector<SqlValue> in_params;
-    for (const InputRef& in : inputs) {
-      in_list += std::string(in_list.empty() ? "" : ", ") + "?";
-      in_params.push_back(in.key);
-    }
     at.uploads = int(b.statements.size());
-    b.Add(
-        "SELECT key, sha256, (SELECT b.sha256 FROM blobs b WHERE b.key = uploads.key) AS stored "
-        "FROM uploads WHERE key IN (" +
-            in_list + ") AND " + OwnerSql(),
-        Cat(in_params, OwnerParams(*ctx)));
+    InputsUploadsQuery(inputs, *ctx, &b);
   }
   if (active_limit > 0) {
     at.active = int(b.statements.size());
@@ -115,24 +59,9 @@ Plan ExplainRefusedJob(CtxPtr ctx, const std::vector<InputRef>& inputs,
               "this key already has " + std::to_string(active_limit) +
                   " pending or running jobs (the limit); wait for some to finish or cancel some"));
         }
-        const Rows empty;
-        const Rows& ups = at.uploads >= 0 ? res.results[size_t(at.uploads)] : empty;
-        for (const InputRef& in : inputs) {
-          int row = -1;
-          for (size_t i = 0; i < ups.rows.size(); ++i) {
-            if (ups.Get(i, "key").AsText() == in.key) row = int(i);
-          }
-          if (row < 0) {
-            return Plan::Fail(Status::Invalid(in.field + ".uri names no upload of yours"));
-          }
-          if (ups.Get(size_t(row), "sha256").AsText() != in.sha256) {
-            return Plan::Fail(
-                Status::Invalid(in.field + ".sha256 does not match the upload's sha256"));
-          }
-          if (!ctx->config->s3.enabled() && ups.Get(size_t(row), "stored").is_null()) {
-            return Plan::Fail(
-                Status::Conflict(in.field + ".uri has not been uploaded yet (PUT it first)"));
-          }
+        if (at.uploads >= 0) {
+          Status why = ExplainInputs(inputs, res.results[size_t(at.uploads)], *ctx);
+          if (!why.ok()) return Plan::Fail(why);
         }
         return Plan::Fail(Status::Conflict("the job was not created (concurrent change); retry"));
       });
@@ -149,7 +78,7 @@ Plan HandleCreateUpload(CtxPtr ctx) {
   r.OnlyKeys(kKeys);
   r.String("name", &name, true, 1024);
   r.Int("size", &size, true, 0, config.max_upload_bytes);
-  ShaField(r, "sha256", &sha, "");
+  ReadSha256(r, "sha256", &sha, "");
   if (!r.ok()) return Plan::Fail(r.status());
   std::string id = NewId(ctx->req.entropy, "u");
   std::string key = "uploads/" + id + "/" + SanitizeName(name);
@@ -213,13 +142,11 @@ Plan HandleCreateJob(CtxPtr ctx) {
       return Plan::Fail(Status::Invalid(std::string(field) + " is required for kind " + kind));
     }
     if (!present) continue;
-    InputRef ref;
     Json spec_part;
     Status st = ReadInput(ctx->body, field, std::string(field) == "model" && kind == "lora-sd",
-                          &ref, &spec_part);
+                          &inputs, &spec_part);
     if (!st.ok()) return Plan::Fail(st);
     spec[field] = spec_part;
-    inputs.push_back(ref);
   }
   std::string idem = ctx->req.Header("idempotency-key");
   if (idem.size() > 200)
@@ -244,15 +171,7 @@ Plan HandleCreateJob(CtxPtr ctx) {
     cond += std::string(" AND ") + kActiveCount + " < ?";
     cond_params = {ctx->caller.id, active_limit};
   }
-  for (const InputRef& in : inputs) {
-    cond +=
-        " AND EXISTS (SELECT 1 FROM uploads WHERE key = ? AND sha256 = ? AND " + OwnerSql() + ")";
-    cond_params = Cat(Cat(cond_params, {in.key, in.sha256}), OwnerParams(*ctx));
-    if (!config.s3.enabled()) {
-      cond += " AND EXISTS (SELECT 1 FROM blobs WHERE key = ? AND sha256 = ?)";
-      cond_params = Cat(cond_params, {in.key, in.sha256});
-    }
-  }
+  InputsExistCondition(inputs, *ctx, &cond, &cond_params);
   // One statement in the common case: the INSERT returns the new row. Only when it inserted
   // nothing does a second, read-only batch find out why (replay, limit, inputs).
   Batch b;

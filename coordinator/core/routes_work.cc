@@ -23,6 +23,29 @@ std::string InputSizesSql(const std::string& job_match) {
          "json_extract(j.spec, '$.dataset.key'))";
 }
 
+// A diffusers folder's files (spec model.files): uploads get a minted GET URL, the others
+// keep their own url (no expiry).
+Json ModelFileDownloads(const CoreConfig& config, int64_t now, const Json& files) {
+  Json out = Json::array();
+  if (!files.is_array()) return out;
+  for (const Json& f : files) {
+    if (!f.is_object()) continue;
+    Json o = {{"path", f.value("path", "")},
+              {"sha256", f.value("sha256", "")},
+              {"size", f.value("size", int64_t(-1))}};
+    std::string key = f.value("key", "");
+    if (key.empty()) {
+      o["url"] = f.value("url", "");
+    } else {
+      MintedUrl get = GetUrl(config, key, now);
+      o["url"] = get.url;
+      o["expires_at"] = FormatTime(get.expires_at_ms);
+    }
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
 // Sets body["inputs"] (one freshly minted GET URL per input in the spec) and, when the job has
 // a committed checkpoint, body["resume"]. `job` has the ckpt_* columns, `sizes` InputSizesSql.
 void AddDownloads(const CoreConfig& config, int64_t now, const Json& spec, const Rows& job,
@@ -30,6 +53,10 @@ void AddDownloads(const CoreConfig& config, int64_t now, const Json& spec, const
   Json inputs = Json::object();
   for (const char* field : {"model", "dataset"}) {
     if (!spec.contains(field)) continue;
+    if (spec[field].contains("files")) {
+      inputs[field] = {{"files", ModelFileDownloads(config, now, spec[field]["files"])}};
+      continue;
+    }
     std::string key = spec[field].value("key", "");
     int64_t size = -1;
     for (size_t i = 0; i < sizes.rows.size(); ++i) {

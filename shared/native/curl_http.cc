@@ -19,6 +19,7 @@ struct Ctx {
   bool sink_stopped = false;
   FILE* out = nullptr;
   bool file_error = false;
+  bool resuming = false;  // a Range request: a 206 body is appended to download_file
 };
 
 size_t OnHeader(char* data, size_t size, size_t n, void* user) {
@@ -52,7 +53,8 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
   }
   if (ctx->download_file != nullptr && !ctx->download_file->empty() && code >= 200 && code < 300) {
     if (ctx->out == nullptr) {
-      ctx->out = std::fopen(ctx->download_file->c_str(), "wb");
+      ctx->out =
+          std::fopen(ctx->download_file->c_str(), ctx->resuming && code == 206 ? "ab" : "wb");
       if (ctx->out == nullptr) {
         ctx->file_error = true;
         return 0;
@@ -116,6 +118,7 @@ Result<HttpResponse> CurlHttpClient::Send(const HttpCall& call) {
   ctx.resp = &resp;
   ctx.download_file = &call.download_file;
   ctx.sink = &call.sink;
+  ctx.resuming = call.resume_from > 0 && !call.download_file.empty();
   FILE* upload = nullptr;
   curl_easy_setopt(curl, CURLOPT_URL, call.url.c_str());
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
@@ -141,6 +144,12 @@ Result<HttpResponse> CurlHttpClient::Send(const HttpCall& call) {
   struct curl_slist* headers = nullptr;
   for (const auto& h : call.headers) {
     headers = curl_slist_append(headers, (h.first + ": " + h.second).c_str());
+  }
+  if (ctx.resuming) {
+    // Set by hand, not CURLOPT_RESUME_FROM: a server that ignores it answers 200 with the whole
+    // object, which simply replaces the file.
+    headers = curl_slist_append(headers,
+                                ("Range: bytes=" + std::to_string(call.resume_from) + "-").c_str());
   }
   headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
@@ -180,7 +189,7 @@ Result<HttpResponse> CurlHttpClient::Send(const HttpCall& call) {
   }
   if (code >= 200 && code < 300 && !call.download_file.empty() && ctx.out == nullptr) {
     // Empty 2xx body: still create the (empty) file.
-    FILE* f = std::fopen(call.download_file.c_str(), "wb");
+    FILE* f = std::fopen(call.download_file.c_str(), ctx.resuming && code == 206 ? "ab" : "wb");
     if (f == nullptr) return Status::Io("open " + call.download_file);
     std::fclose(f);
   }

@@ -8,6 +8,7 @@
 // network trouble, kIo for local files. Implementations must be thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -26,6 +27,9 @@ struct HttpCall {
   std::string body;           // request body (ignored when upload_file is set)
   std::string upload_file;    // PUT the contents of this file
   std::string download_file;  // 2xx bodies are written here instead of HttpResponse::body
+  // > 0 with download_file: ask for the bytes from this offset on (Range: bytes=N-); a 206 is
+  // appended to download_file, a 200 (the server ignored the range) replaces it.
+  int64_t resume_from = 0;
   // Set: 2xx bodies are passed here chunk by chunk instead; returning false ends the transfer
   // at once and Send() returns the response (status and headers) as received so far.
   std::function<bool(std::string_view chunk)> sink;

@@ -467,6 +467,63 @@ test("stalls: a lease without heartbeats expires; maintenance requeues; a new ep
   }
 });
 
+test("model folders: checked at submission in one statement, one download URL per file", async () => {
+  const dev = developer();
+  try {
+    const t = await dev.token();
+    const paths = [
+      "model_index.json", "unet/config.json", "unet/diffusion_pytorch_model.safetensors",
+      "vae/config.json", "vae/diffusion_pytorch_model.safetensors", "text_encoder/config.json",
+      "text_encoder/model.safetensors", "tokenizer/vocab.json", "tokenizer/merges.txt",
+    ];
+    const files = [];
+    for (const path of paths) {
+      const bytes = Buffer.from(`bytes of ${path}`);
+      const up = expectOk(await call("POST", "/v1/uploads", { token: t, body: { name: path, size: bytes.length, sha256: sha256(bytes) } }), 201);
+      if (path !== "tokenizer/merges.txt") {
+        const put = await putBlob(up.url, bytes);
+        assert.ok(put.status >= 200 && put.status < 300, `PUT ${put.status}: ${put.text}`);
+      }
+      files.push({ path, uri: up.uri, sha256: sha256(bytes), size: bytes.length, put: up.url, bytes });
+    }
+    const spec = (fs) => ({
+      kind: "lora-sd", params: { steps: 5 }, priority: 1000,
+      model: { files: fs.map(({ path, uri, sha256, size }) => ({ path, uri, sha256, size })) },
+      dataset: { uri: files[0].uri, sha256: files[0].sha256 },
+    });
+    // Not yet PUT: 409 naming the file. Then the wrong size, a missing file: 400.
+    const notYet = await dev.submit(spec(files));
+    expectError(notYet, 409, "conflict");
+    assert.match(notYet.json.error.message, /model\.files\[8\] \(tokenizer\/merges\.txt\)\.uri has not been uploaded yet/);
+    const last = files[8];
+    await putBlob(last.put, last.bytes);
+    const wrongSize = structuredClone(files.map(({ path, uri, sha256, size }) => ({ path, uri, sha256, size })));
+    wrongSize[3].size += 1;
+    const bad = await dev.submit(spec(wrongSize));
+    expectError(bad, 400, "bad_request");
+    assert.equal(bad.json.error.message, "model.files[3] (vae/config.json).size does not match the upload's size");
+    const missing = await dev.submit(spec(files.slice(1)));
+    expectError(missing, 400, "bad_request");
+    assert.equal(missing.json.error.message, "model.files: not a diffusers folder: missing model_index.json");
+    // Accepted; the claim hands out one signed GET per file, in order.
+    const job = expectOk(await dev.submit(spec(files)), 201);
+    assert.equal(job.model.files.length, paths.length);
+    const node = await newNode();
+    const c = expectOk(await claim(node));
+    assert.equal(c.job.id, job.id);
+    const got = c.inputs.model.files;
+    assert.deepEqual(got.map((f) => f.path), paths);
+    for (let i = 0; i < paths.length; ++i) {
+      assert.equal(got[i].sha256, files[i].sha256);
+      assert.equal(got[i].size, files[i].size);
+      const body = await call("GET", got[i].url);
+      assert.equal(body.status, 200);
+    }
+  } finally {
+    await dev.cleanup();
+  }
+});
+
 test("blob URLs: wrong method, expired or forged signatures are refused", async () => {
   const t = await newKey("developer");
   const bytes = randomBytes(100);

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 namespace gleaner::testing {
@@ -138,8 +139,26 @@ void FaultProxy::Pump(int client, int upstream) {
       }
       const int64_t delay = delay_ms_;
       if (delay > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+      bool cut_here = false;
+      if (i == 1) {
+        const int64_t at = cut_at_, before = upstream_bytes_.fetch_add(got);
+        if (at >= 0 && before + got >= at) {
+          cut_here = true;
+          got = std::max<int64_t>(0, at - before);
+          upstream_bytes_ = at;
+          cut_at_ = -1;
+        }
+      }
       if (cut_generation_ != generation ||
           !WriteAll(i == 0 ? upstream : client, buf, size_t(got))) {
+        closed = true;
+      }
+      if (cut_here) {
+        // The client gets exactly those bytes, then the end of the stream: a response that
+        // stops short of its Content-Length.
+        ::shutdown(client, SHUT_WR);
+        ::close(client);
+        client = -1;
         closed = true;
       }
     }

@@ -4,10 +4,10 @@
 //   kRefuse     new connections are accepted and reset at once (a server that is down);
 //   kBlackhole  bytes in both directions are read and thrown away, nothing is answered and new
 //               connections hang the same way (a partition: the client sees only timeouts).
-// Cut() resets every open connection (RST). Switching from kBlackhole back to kPass cuts the
-// connections that lost bytes, so no stream is ever silently corrupted.
-// Threads: one accept thread and one thread per connection (poll with a short tick, so mode
-// changes apply within ~10 ms). All methods are thread-safe; the destructor closes everything.
+// Cut() resets every open connection (RST); CutAfterUpstreamBytes ends one mid-response. Switching
+// from kBlackhole back to kPass cuts the connections that lost bytes, so no stream is ever silently
+// corrupted. Threads: one accept thread and one thread per connection (poll with a short tick, so
+// mode changes apply within ~10 ms). All methods are thread-safe; the destructor closes everything.
 #pragma once
 
 #include <atomic>
@@ -38,6 +38,11 @@ class FaultProxy {
   void Cut() { ++cut_generation_; }
 
   int64_t accepted() const { return accepted_; }
+  // Bytes passed on from the upstream server to clients so far (what the server sent).
+  int64_t upstream_bytes() const { return upstream_bytes_; }
+  // Passes on n more bytes from upstream, then ends the client's side of the connection that
+  // carried them (all n bytes delivered, then EOF: a response cut short), once.
+  void CutAfterUpstreamBytes(int64_t n) { cut_at_ = upstream_bytes_ + n; }
 
  private:
   void AcceptLoop();
@@ -51,6 +56,8 @@ class FaultProxy {
   std::atomic<int64_t> delay_ms_{0};
   std::atomic<int64_t> cut_generation_{0};
   std::atomic<int64_t> accepted_{0};
+  std::atomic<int64_t> upstream_bytes_{0};
+  std::atomic<int64_t> cut_at_{-1};
   std::mutex mu_;  // guards threads_
   std::vector<std::thread> threads_;
   std::thread acceptor_;

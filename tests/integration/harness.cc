@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -468,6 +469,26 @@ HttpResult HttpClient::Fetch(const std::string& method, const std::string& url,
     bad.error = std::string("exception: ") + e.what();
     return bad;
   }
+}
+
+ToolRun RunTool(const TempDir& dir, ProcessSpec spec, Millis timeout) {
+  static std::atomic<int> runs{0};
+  std::string n = std::to_string(++runs);
+  std::string name = spec.binary.substr(spec.binary.rfind('/') + 1);
+  spec.stdout_path = dir.File(name + n + ".out");
+  spec.stderr_path = dir.File(name + n + ".err");
+  Process p(spec);
+  std::string error;
+  ToolRun r;
+  if (!p.Start(&error)) {
+    r.err = error;
+    return r;
+  }
+  std::optional<ExitStatus> st = p.Wait(timeout);
+  if (st.has_value()) r.code = st->exited ? st->code : 128 + st->signal;
+  r.out = p.Stdout();
+  r.err = p.Stderr();
+  return r;
 }
 
 }  // namespace gleaner::testing

@@ -135,6 +135,15 @@ class Process {
   std::optional<ExitStatus> exit_;
 };
 
+// One run of a command line tool (e.g. the gleaner CLI) to its end: exit code (128 + signal
+// when killed; -1 when it could not start or did not end within timeout), stdout, stderr. The
+// output goes through files under dir (<name>N.out, <name>N.err).
+struct ToolRun {
+  int code = -1;
+  std::string out, err;
+};
+ToolRun RunTool(const TempDir& dir, ProcessSpec spec, Millis timeout = Millis(60000));
+
 // Waits until `path` holds a port number (1..65535) followed by a newline. Returns nullopt on
 // timeout or as soon as `proc` (if given) exits.
 std::optional<int> WaitForPortFile(const std::string& path, Process* proc, Millis timeout);

@@ -9,41 +9,25 @@ using namespace gleaner::testing;
 
 namespace {
 
-struct CliResult {
-  int code = -1;
-  std::string out, err;
-};
-
 class Cli {
  public:
   Cli(const TempDir& dir, std::string url) : dir_(dir), url_(std::move(url)) {}
-  CliResult Run(const std::string& token, std::vector<std::string> args,
-                std::vector<std::pair<std::string, std::string>> env = {}) {
+  ToolRun Run(const std::string& token, std::vector<std::string> args,
+              std::vector<std::pair<std::string, std::string>> env = {}) {
     ProcessSpec spec;
     spec.binary = "gleaner";
     spec.args = std::move(args);
     spec.env = std::move(env);
     spec.env.emplace_back("GLEANER_URL", url_);
     spec.env.emplace_back("GLEANER_TOKEN", token);
-    std::string n = std::to_string(++runs_);
-    spec.stdout_path = dir_.File("cli" + n + ".out");
-    spec.stderr_path = dir_.File("cli" + n + ".err");
-    Process p(spec);
-    std::string error;
-    REQUIRE(p.Start(&error));
-    auto st = p.Wait(Millis(60000));
-    REQUIRE(st.has_value());
-    CliResult r;
-    r.code = st->exited ? st->code : 128 + st->signal;
-    r.out = p.Stdout();
-    r.err = p.Stderr();
+    ToolRun r = RunTool(dir_, std::move(spec));
+    REQUIRE(r.code >= 0);
     return r;
   }
 
  private:
   const TempDir& dir_;
   std::string url_;
-  int runs_ = 0;
 };
 
 std::string Line(const std::string& s) {
@@ -67,7 +51,7 @@ TEST_CASE("gleaner CLI: upload, submit --wait, status, logs, download, report, n
   const std::string op = fleet.coordinator().options().operator_token;
   Cli cli(dir, fleet.coordinator().url());
 
-  CliResult key = cli.Run(op, {"keys", "create", "--role", "developer", "--name", "alice"});
+  ToolRun key = cli.Run(op, {"keys", "create", "--role", "developer", "--name", "alice"});
   REQUIRE(key.code == 0);
   std::string dev = Line(key.out);
   CHECK(dev.rfind("glt_", 0) == 0);
@@ -75,7 +59,7 @@ TEST_CASE("gleaner CLI: upload, submit --wait, status, logs, download, report, n
   std::string data(300000, 'x');
   for (size_t i = 0; i < data.size(); ++i) data[i] = char('a' + (i * 7919) % 26);
   REQUIRE(WriteFile(dir.File("data.bin"), data));
-  CliResult up = cli.Run(dev, {"upload", dir.File("data.bin"), "--json"});
+  ToolRun up = cli.Run(dev, {"upload", dir.File("data.bin"), "--json"});
   INFO(up.err);
   REQUIRE(up.code == 0);
   Json upload = Json::parse(up.out, nullptr, false);
@@ -88,33 +72,33 @@ TEST_CASE("gleaner CLI: upload, submit --wait, status, logs, download, report, n
                {"params", {{"steps", 30}, {"step_ms", 5}, {"checkpoint_every", 10}}},
                {"dataset", {{"uri", upload["uri"]}, {"sha256", upload["sha256"]}}}};
   REQUIRE(WriteFile(dir.File("job.json"), spec.dump()));
-  CliResult sub = cli.Run(dev, {"submit", dir.File("job.json"), "--wait", "--poll", "0.1"});
+  ToolRun sub = cli.Run(dev, {"submit", dir.File("job.json"), "--wait", "--poll", "0.1"});
   INFO(sub.err);
   REQUIRE(sub.code == 0);
   std::string id = Line(sub.out).substr(0, Line(sub.out).find(' '));
   CHECK(Line(sub.out) == id + " completed");
   CHECK(sub.err.find("job " + id + ": 100%") != std::string::npos);
 
-  CliResult st = cli.Run(dev, {"status", id, "--json"});
+  ToolRun st = cli.Run(dev, {"status", id, "--json"});
   REQUIRE(st.code == 0);
   CHECK(Json::parse(st.out, nullptr, false)["state"] == "completed");
-  CliResult st2 = cli.Run(dev, {"status", id});
+  ToolRun st2 = cli.Run(dev, {"status", id});
   CHECK(st2.out.find("state     completed") != std::string::npos);
 
-  CliResult list = cli.Run(dev, {"list"});
+  ToolRun list = cli.Run(dev, {"list"});
   REQUIRE(list.code == 0);
   CHECK(list.out.rfind("ID ", 0) == 0);
   CHECK(list.out.find(id) != std::string::npos);
-  CliResult list_json = cli.Run(dev, {"list", "--json", "--state", "completed"});
+  ToolRun list_json = cli.Run(dev, {"list", "--json", "--state", "completed"});
   CHECK(Json::parse(list_json.out, nullptr, false)["jobs"].size() == 1);
 
-  CliResult logs = cli.Run(dev, {"logs", id});
+  ToolRun logs = cli.Run(dev, {"logs", id});
   REQUIRE(logs.code == 0);
   CHECK(logs.out.find("lease 1  node " + agent.NodeId()) != std::string::npos);
   CHECK(logs.out.find("ended completed") != std::string::npos);
   CHECK(logs.out.find("checkpoint step 10") != std::string::npos);
 
-  CliResult dl = cli.Run(dev, {"download", id, "-o", dir.File("out")});
+  ToolRun dl = cli.Run(dev, {"download", id, "-o", dir.File("out")});
   INFO(dl.err);
   REQUIRE(dl.code == 0);
   std::string chain = ReadFile(dir.File("out/chain.txt"));
@@ -126,7 +110,7 @@ TEST_CASE("gleaner CLI: upload, submit --wait, status, logs, download, report, n
   std::string stored = dir.File("data/blobs/jobs/" + id + "/out/e1/chain.txt");
   REQUIRE(ReadFile(stored) == chain);
   REQUIRE(WriteFile(stored, std::string(chain.size(), 'z')));
-  CliResult bad = cli.Run(dev, {"download", id, "-o", dir.File("out2")});
+  ToolRun bad = cli.Run(dev, {"download", id, "-o", dir.File("out2")});
   CHECK(bad.code == 5);
   // Progress lines, then exactly one error line.
   CHECK(bad.err.find("gleaner: ") == bad.err.rfind("gleaner: "));
@@ -134,16 +118,16 @@ TEST_CASE("gleaner CLI: upload, submit --wait, status, logs, download, report, n
   CHECK(ReadFile(dir.File("out2/chain.txt"), "<none>") == "<none>");
   CHECK(ReadFile(dir.File("out2/chain.txt.part"), "<none>") == "<none>");
 
-  CliResult rep = cli.Run(op, {"report", "--by", "gpu", "--csv"});
+  ToolRun rep = cli.Run(op, {"report", "--by", "gpu", "--csv"});
   REQUIRE(rep.code == 0);
   CHECK(rep.out.rfind("group,segments,steps,", 0) == 0);
   CHECK(rep.out.find("\ntotal,1,30,") != std::string::npos);
-  CliResult rep_table = cli.Run(op, {"report"});
+  ToolRun rep_table = cli.Run(op, {"report"});
   CHECK(rep_table.out.find(id) != std::string::npos);
-  CliResult nodes = cli.Run(op, {"nodes", "--json"});
+  ToolRun nodes = cli.Run(op, {"nodes", "--json"});
   REQUIRE(nodes.code == 0);
   CHECK(Json::parse(nodes.out, nullptr, false)["nodes"][0]["jobs_completed"] == 1);
-  CliResult q = cli.Run(op, {"nodes", "quarantine", agent.NodeId(), "--reason", "cli test"});
+  ToolRun q = cli.Run(op, {"nodes", "quarantine", agent.NodeId(), "--reason", "cli test"});
   CHECK(q.code == 0);
   CHECK(q.out == agent.NodeId() + " quarantined\n");
 
@@ -161,25 +145,25 @@ TEST_CASE("gleaner CLI: upload, submit --wait, status, logs, download, report, n
         std::string::npos);
 
   // Errors: one line on stderr, documented exit codes.
-  CliResult conflict = cli.Run(dev, {"cancel", id});
+  ToolRun conflict = cli.Run(dev, {"cancel", id});
   CHECK(conflict.code == 2);
   CHECK(Lines(conflict.err) == 1);
   CHECK(conflict.err.find("409 conflict") != std::string::npos);
-  CliResult missing = cli.Run(dev, {"status", "j_nope"});
+  ToolRun missing = cli.Run(dev, {"status", "j_nope"});
   CHECK(missing.code == 2);
   CHECK(missing.err.find("404 not_found") != std::string::npos);
-  CliResult forbidden = cli.Run(dev, {"nodes"});
+  ToolRun forbidden = cli.Run(dev, {"nodes"});
   CHECK(forbidden.code == 2);
   CHECK(forbidden.err.find("403 forbidden") != std::string::npos);
-  CliResult usage = cli.Run(dev, {"frobnicate"});
+  ToolRun usage = cli.Run(dev, {"frobnicate"});
   CHECK(usage.code == 1);
   CHECK(Lines(usage.err) == 1);
   CHECK(cli.Run(dev, {"status"}).code == 1);
   CHECK(cli.Run(dev, {"list", "--bogus"}).code == 1);
-  CliResult nofile = cli.Run(dev, {"upload", dir.File("missing.bin")});
+  ToolRun nofile = cli.Run(dev, {"upload", dir.File("missing.bin")});
   CHECK(nofile.code == 5);
   CHECK(Lines(nofile.err) == 1);
-  CliResult net = cli.Run(dev, {"list", "--url", "http://127.0.0.1:1"});
+  ToolRun net = cli.Run(dev, {"list", "--url", "http://127.0.0.1:1"});
   CHECK(net.code == 3);
   CHECK(Lines(net.err) == 1);
 }
@@ -196,7 +180,7 @@ TEST_CASE("gleaner submit --wait exits 4 when the job fails", "[cli]") {
                {"max_failures", 1},
                {"params", {{"steps", 20}, {"checkpoint_every", 5}, {"fail_at_step", 3}}}};
   REQUIRE(WriteFile(dir.File("job.json"), spec.dump()));
-  CliResult r = cli.Run(op, {"submit", dir.File("job.json"), "--wait", "--poll", "0.1", "--json"});
+  ToolRun r = cli.Run(op, {"submit", dir.File("job.json"), "--wait", "--poll", "0.1", "--json"});
   CHECK(r.code == 4);
   CHECK(Json::parse(r.out, nullptr, false)["state"] == "failed");
   CHECK(r.err.find("gleaner: job ") != std::string::npos);

@@ -82,3 +82,42 @@ TEST_CASE("the input cache evicts least recently used files over its cap", "[cac
   cache.Evict({b, c});  // within the cap now: nothing else goes
   CHECK(files::Exists(b));
 }
+
+TEST_CASE("the input cache resumes a cut download with a Range request", "[cache]") {
+  TempDir t;
+  const std::string content = "0123456789abcdefghijklmnopqrstuvwxyz";
+  std::vector<int64_t> asked_from;
+  FakeHttp http([&](const net::HttpCall& c) -> Result<net::HttpResponse> {
+    asked_from.push_back(c.resume_from);
+    if (asked_from.size() == 1) {  // the connection breaks after 10 bytes
+      REQUIRE(files::WriteSynced(c.download_file, content.substr(0, 10)).ok());
+      return Status::Unavailable("connection reset");
+    }
+    std::string have = *files::ReadAll(c.download_file);
+    REQUIRE(files::WriteSynced(c.download_file, have + content.substr(size_t(c.resume_from))).ok());
+    return Reply(206, "");
+  });
+  CoordinatorApi api(&http, "http://coord");
+  REQUIRE(files::MakeDirs(t / "cache").ok());
+  BlobCache cache(t / "cache", 1 << 20);
+  RemoteObject obj{"model", "http://s/x", Sha256Hex(content), int64_t(content.size()),
+                   "unet/config.json"};
+  auto first = cache.Fetch(&api, obj);
+  CHECK(first.status().code() == Code::kUnavailable);
+  const std::string part = t / ("cache/" + obj.sha256 + ".part");
+  CHECK(*files::ReadAll(part) == content.substr(0, 10));
+  auto second = cache.Fetch(&api, obj);
+  REQUIRE(second.ok());
+  CHECK(*files::ReadAll(*second) == content);
+  CHECK(asked_from == std::vector<int64_t>{0, 10});
+  CHECK_FALSE(files::Exists(part));
+
+  // A cut-off download nobody comes back for ages out like any cached file.
+  REQUIRE(files::WriteSynced(part, "stale").ok());
+  struct utimbuf old_time = {1000, 1000};
+  utime(part.c_str(), &old_time);
+  BlobCache small(t / "cache", int64_t(content.size()));
+  small.Evict({*second});
+  CHECK_FALSE(files::Exists(part));
+  CHECK(files::Exists(*second));
+}

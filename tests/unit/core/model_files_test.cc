@@ -1,0 +1,140 @@
+// A job's base model as a diffusers folder (model.files): checks at submission, and the claim's
+// per-file download URLs.
+#include "shared/sha256.h"
+#include "tests/unit/core/test_env.h"
+
+using namespace gleaner;
+using namespace gleaner::testing;
+
+namespace {
+
+// Uploads one file per path (content = path) and returns the model.files array.
+Json UploadFolder(TestEnv& env, const std::string& dev, const std::vector<std::string>& paths) {
+  Json files = Json::array();
+  for (const std::string& p : paths) {
+    Resp r = env.Post("/v1/uploads", dev,
+                      {{"name", p}, {"size", int64_t(p.size())}, {"sha256", Sha256Hex(p)}});
+    REQUIRE(r.status == 201);
+    env.StoreBlob(r.json["key"], p);
+    files.push_back(
+        {{"path", p}, {"uri", r.json["uri"]}, {"sha256", Sha256Hex(p)}, {"size", p.size()}});
+  }
+  return files;
+}
+
+const std::vector<std::string> kSd15 = {"model_index.json",
+                                        "unet/config.json",
+                                        "unet/diffusion_pytorch_model.safetensors",
+                                        "vae/config.json",
+                                        "vae/diffusion_pytorch_model.safetensors",
+                                        "text_encoder/config.json",
+                                        "text_encoder/model.safetensors",
+                                        "tokenizer/vocab.json",
+                                        "tokenizer/merges.txt"};
+
+Json Dataset(TestEnv& env, const std::string& dev) {
+  Resp r = env.Post("/v1/uploads", dev,
+                    {{"name", "photos.zip"}, {"size", 4}, {"sha256", Sha256Hex("zip!")}});
+  REQUIRE(r.status == 201);
+  env.StoreBlob(r.json["key"], "zip!");
+  return {{"uri", r.json["uri"]}, {"sha256", Sha256Hex("zip!")}};
+}
+
+Resp Submit(TestEnv& env, const std::string& dev, const Json& model, const Json& dataset) {
+  return env.Post(
+      "/v1/jobs", dev,
+      {{"kind", "lora-sd"}, {"params", {{"steps", 10}}}, {"model", model}, {"dataset", dataset}});
+}
+
+}  // namespace
+
+TEST_CASE("model files: a diffusers folder job is accepted and claimed with one URL per file",
+          "[model_files]") {
+  TestEnv env;
+  std::string dev = env.Developer();
+  Json files = UploadFolder(env, dev, kSd15);
+  files.push_back({{"path", "scheduler/scheduler_config.json"},
+                   {"url", "https://models.example/scheduler_config.json"},
+                   {"sha256", Sha256Hex("s")},
+                   {"size", 1}});
+  Resp job = Submit(env, dev, {{"files", files}}, Dataset(env, dev));
+  REQUIRE(job.status == 201);
+  CHECK(job.json["model"]["files"].size() == files.size());
+  NodeRef node = env.Node("n");
+  Resp claim = env.Claim(node);
+  REQUIRE(claim.status == 200);
+  const Json& got = claim.json["inputs"]["model"]["files"];
+  REQUIRE(got.size() == files.size());
+  for (size_t i = 0; i < kSd15.size(); ++i) {
+    CHECK(got[i]["path"] == kSd15[i]);
+    CHECK(got[i]["sha256"] == Sha256Hex(kSd15[i]));
+    CHECK(got[i]["size"] == int64_t(kSd15[i].size()));
+    CHECK(got[i]["url"].get<std::string>().find("/blobs/uploads/") != std::string::npos);
+    CHECK(got[i].contains("expires_at"));
+  }
+  CHECK(got[kSd15.size()]["url"] == "https://models.example/scheduler_config.json");
+  CHECK(claim.json["inputs"]["dataset"].contains("url"));
+  // The fresh-URL route mints the same files again.
+  Resp again = env.Post("/v1/jobs/" + job.json["id"].get<std::string>() + "/downloads", node.token,
+                        {{"epoch", claim.json["lease"]["epoch"]}});
+  REQUIRE(again.status == 200);
+  CHECK(again.json["inputs"]["model"]["files"].size() == files.size());
+}
+
+TEST_CASE("model files: submission checks answer 400 with the problem named", "[model_files]") {
+  TestEnv env;
+  std::string dev = env.Developer();
+  Json files = UploadFolder(env, dev, kSd15);
+  Json data = Dataset(env, dev);
+  auto error_of = [&](const Json& model) {
+    Resp r = Submit(env, dev, model, data);
+    CHECK(r.status == 400);
+    return r.json["error"]["message"].get<std::string>();
+  };
+  Json missing = files;
+  missing.erase(2);
+  CHECK(error_of({{"files", missing}}) ==
+        "model.files: not a diffusers folder: missing unet/*.safetensors");
+  Json wrong_size = files;
+  wrong_size[3]["size"] = 999;
+  CHECK(error_of({{"files", wrong_size}}) ==
+        "model.files[3] (vae/config.json).size does not match the upload's size");
+  Json wrong_sha = files;
+  wrong_sha[4]["sha256"] = Sha256Hex("other");
+  CHECK(error_of({{"files", wrong_sha}}).find("sha256 does not match") != std::string::npos);
+  Json no_sha = files;
+  no_sha[0].erase("sha256");
+  CHECK(error_of({{"files", no_sha}}).find("model.files[0].sha256") != std::string::npos);
+  Json sdxl_config = {{"block_out_channels", {32, 64}},
+                      {"cross_attention_dim", 32},
+                      {"addition_embed_type", "text_time"}};
+  CHECK(error_of({{"files", files}, {"config", sdxl_config}})
+            .find("not a diffusers SDXL folder: missing text_encoder_2/config.json") !=
+        std::string::npos);
+  CHECK(error_of({{"files", files}, {"uri", "blob://uploads/x/y"}}).find("uri") !=
+        std::string::npos);
+  // Another developer's uploads are not usable.
+  std::string other = env.Developer();
+  Resp r = Submit(env, other, {{"files", files}}, Dataset(env, other));
+  CHECK(r.status == 400);
+  CHECK(r.json["error"]["message"].get<std::string>().find("names no upload of yours") !=
+        std::string::npos);
+}
+
+TEST_CASE("model files: an announced but never stored file is 409", "[model_files]") {
+  TestEnv env;
+  std::string dev = env.Developer();
+  Json files = UploadFolder(env, dev, std::vector<std::string>(kSd15.begin(), kSd15.end() - 1));
+  const std::string last = kSd15.back();
+  Resp up = env.Post("/v1/uploads", dev,
+                     {{"name", last}, {"size", int64_t(last.size())}, {"sha256", Sha256Hex(last)}});
+  REQUIRE(up.status == 201);
+  files.push_back({{"path", last},
+                   {"uri", up.json["uri"]},
+                   {"sha256", Sha256Hex(last)},
+                   {"size", last.size()}});
+  Resp r = Submit(env, dev, {{"files", files}}, Dataset(env, dev));
+  CHECK(r.status == 409);
+  CHECK(r.json["error"]["message"] ==
+        "model.files[8] (tokenizer/merges.txt).uri has not been uploaded yet (PUT it first)");
+}
