@@ -4,20 +4,46 @@
 #include <cstdlib>
 #include <set>
 
-namespace gleaner::train::lora_sd {
+#include "agent/train/lora_sd/ldm_names.h"
 
-std::string Lora::KohyaPrefix(const std::string& module) {
-  std::string s = "lora_unet_" + module;
+namespace gleaner::train::lora_sd {
+namespace {
+
+std::string KohyaKey(const std::string& path) {
+  std::string s = "lora_unet_" + path;
   for (char& c : s) {
     if (c == '.') c = '_';
   }
   return s;
 }
 
+// The kohya prefix of `module` with its diffusers path or with its LDM path ("" if unmapped).
+std::string KohyaWith(const std::vector<ModulePathPair>& table, bool ldm,
+                      const std::string& module) {
+  if (!ldm) return KohyaKey(module);
+  std::string path = DiffusersToLdm(table, module);
+  return path.empty() ? "" : KohyaKey(path);
+}
+
+}  // namespace
+
+std::string Lora::KohyaPrefix(const UNetConfig& c, const std::string& module) {
+  return KohyaWith(LdmModuleTable(c), c.has_text_time(), module);
+}
+
+void Lora::SetTargets(UNet& unet) {
+  targets_ = unet.LoraTargets();
+  std::vector<ModulePathPair> table = LdmModuleTable(unet.config());
+  kohya_.clear();
+  for (const auto& [name, m] : targets_) {
+    kohya_.push_back(KohyaWith(table, unet.config().has_text_time(), name));
+  }
+}
+
 Result<Lora> Lora::Attach(UNet& unet, int64_t rank, double alpha, torch::Generator gen) {
   if (rank < 1 || rank > 1024) return Status::Invalid("rank must be in [1, 1024]");
   Lora l;
-  l.targets_ = unet.LoraTargets();
+  l.SetTargets(unet);
   l.rank_ = rank;
   l.alpha_ = alpha;
   Status s = CatchTorch("attaching LoRA", [&]() -> Status {
@@ -36,7 +62,7 @@ Result<Lora> Lora::Attach(UNet& unet, int64_t rank, double alpha, torch::Generat
 
 Result<Lora> Lora::FromPeft(UNet& unet, const TensorMap& tensors, int64_t rank, double alpha) {
   Lora l;
-  l.targets_ = unet.LoraTargets();
+  l.SetTargets(unet);
   l.rank_ = rank;
   l.alpha_ = alpha;
   std::set<std::string> used;
@@ -95,15 +121,22 @@ Result<Lora> Lora::Load(UNet& unet, const std::string& path) {
     return FromPeft(unet, *file, rank, alpha);
   }
   // kohya: map back through the known targets (the '_' naming is not reversible by itself).
+  // Either path flavour is accepted: diffusers module paths or LDM ones.
   TensorMap peft;
   std::set<std::string> used;
   int64_t rank = 0;
   double alpha = 0;
   bool have_alpha = false;
+  std::vector<ModulePathPair> table = LdmModuleTable(unet.config());
   for (const auto& [name, m] : unet.LoraTargets()) {
-    std::string k = KohyaPrefix(name);
+    std::string k = KohyaWith(table, /*ldm=*/false, name);
+    if (!file->count(k + ".lora_down.weight")) {
+      std::string ldm = KohyaWith(table, /*ldm=*/true, name);
+      if (!ldm.empty() && file->count(ldm + ".lora_down.weight")) k = ldm;
+    }
     auto d = file->find(k + ".lora_down.weight"), u = file->find(k + ".lora_up.weight");
-    if (d == file->end()) return Status::Invalid("LoRA: missing key " + k + ".lora_down.weight");
+    std::string want = KohyaWith(table, unet.config().has_text_time(), name);
+    if (d == file->end()) return Status::Invalid("LoRA: missing key " + want + ".lora_down.weight");
     if (u == file->end()) return Status::Invalid("LoRA: missing key " + k + ".lora_up.weight");
     used.insert(d->first);
     used.insert(u->first);
@@ -171,8 +204,9 @@ TensorMap Lora::PeftTensors() const {
 
 TensorMap Lora::KohyaTensors() const {
   TensorMap out;
-  for (const auto& [name, m] : targets_) {
-    std::string k = KohyaPrefix(name);
+  for (size_t i = 0; i < targets_.size(); ++i) {
+    const LoraLinearImpl* m = targets_[i].second;
+    const std::string& k = kohya_[i];
     out[k + ".lora_down.weight"] = m->lora_a.detach();
     out[k + ".lora_up.weight"] = m->lora_b.detach();
     out[k + ".alpha"] = torch::tensor(float(alpha_), torch::kFloat32).reshape({});

@@ -3,9 +3,12 @@
 // Contract: Attach puts A [r,in] ~ N(0, (1/r)^2) and B [out,r] = 0 (fp32, requires grad) on every
 // LoRA target of the UNet, with scale alpha/r; the base stays frozen. Two file namings:
 //   PEFT/diffusers: "unet.<module>.lora_A.weight" (A), "unet.<module>.lora_B.weight" (B);
-//   kohya:          "lora_unet_<module, '.'->'_'>.lora_down.weight" (A), ".lora_up.weight" (B),
-//                   ".alpha" (F32 scalar; scale = alpha / rank).
-// Load accepts either naming and fails naming any missing or unknown key. Not thread-safe.
+//   kohya:          "lora_unet_<path, '.'->'_'>.lora_down.weight" (A), ".lora_up.weight" (B),
+//                   ".alpha" (F32 scalar; scale = alpha / rank), where <path> is what kohya's
+//                   sd-scripts writes: the diffusers module path for SD 1.x/2.x, the LDM path
+//                   (input_blocks / middle_block / output_blocks, ldm_names.h) for SDXL.
+// Load accepts either naming (and kohya keys of either path flavour) and fails naming any
+// missing or unknown key. Not thread-safe.
 #pragma once
 
 #include <torch/torch.h>
@@ -14,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/train/nn/torch_io.h"
 #include "agent/train/lora_sd/unet.h"
+#include "agent/train/nn/torch_io.h"
 
 namespace gleaner::train::lora_sd {
 
@@ -42,10 +45,15 @@ class Lora {
   size_t size() const { return targets_.size(); }
 
   static std::string PeftPrefix(const std::string& module) { return "unet." + module; }
-  static std::string KohyaPrefix(const std::string& module);
+  // "lora_unet_..." for a LoRA target module of a UNet of config c (see above).
+  static std::string KohyaPrefix(const UNetConfig& c, const std::string& module);
 
  private:
+  // Targets with their kohya prefixes, for a UNet of config c.
+  void SetTargets(UNet& unet);
+
   std::vector<std::pair<std::string, LoraLinearImpl*>> targets_;
+  std::vector<std::string> kohya_;  // kohya prefix of each target
   int64_t rank_ = 0;
   double alpha_ = 0;
 };
