@@ -5,9 +5,9 @@
 #include <cstring>
 #include <set>
 
+#include "agent/protocol/trainer_protocol.h"
 #include "agent/train/kinds.h"
 #include "agent/train/nn/torch_io.h"
-#include "shared/trainer_protocol.h"
 
 namespace gleaner::train::lora_sd {
 

@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "agent/protocol/trainer_protocol.h"
 #include "agent/train/kinds.h"
 #include "agent/train/lora_sd/lora.h"
 #include "agent/train/lora_sd/unet.h"
 #include "agent/train/nn/torch_io.h"
-#include "shared/trainer_protocol.h"
 
 namespace gleaner::train {
 namespace {

@@ -1,10 +1,10 @@
 // SDXL-shaped lora-sd jobs: datasets with pooled text embeddings and time_ids (make-dataset
 // --sdxl, validation against the config), bad SDXL inputs failing with one clear error and
 // writing nothing, kohya outputs with sd-scripts' SDXL key names, and the forward CLI.
-#include "agent/train/common/checkpoint_dir.h"
+#include "agent/protocol/checkpoint_dir.h"
+#include "agent/protocol/trainer_protocol.h"
 #include "agent/train/lora_sd/lora.h"
 #include "agent/train/lora_sd/trainer.h"
-#include "shared/trainer_protocol.h"
 #include "train_test_util.h"  // Catch2, via the CHECK fix-up
 
 using namespace gleaner;
