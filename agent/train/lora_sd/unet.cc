@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "agent/train/lora_sd/unet_blocks.h"
+#include "agent/train/nn/module_weights.h"
 
 namespace gleaner::train::lora_sd {
 
@@ -148,44 +149,9 @@ std::vector<std::pair<std::string, LoraLinearImpl*>> UNet::LoraTargets() {
 }
 
 Status LoadStateDict(UNet& model, const TensorMap& weights) {
-  return CatchTorch("loading UNet weights", [&]() -> Status {
-    const std::map<std::string, std::vector<int64_t>>& shapes = model.parameter_shapes();
-    std::vector<std::string> missing, unexpected, mismatched;
-    for (const auto& [k, shape] : shapes) {
-      if (!weights.count(k)) missing.push_back(k);
-    }
-    for (const auto& [k, v] : weights) {
-      auto it = shapes.find(k);
-      if (it == shapes.end()) {
-        unexpected.push_back(k);
-      } else if (v.sizes() != torch::IntArrayRef(it->second)) {
-        mismatched.push_back(k);
-      } else if (!v.is_floating_point()) {
-        mismatched.push_back(k + " (not a float tensor)");
-      }
-    }
-    auto list = [](const std::vector<std::string>& v) {
-      std::string s;
-      for (size_t i = 0; i < v.size() && i < 8; ++i) s += (i ? ", " : "") + v[i];
-      if (v.size() > 8) s += ", ... (" + std::to_string(v.size()) + " in all)";
-      return s;
-    };
-    if (!missing.empty()) return Status::Invalid("weights: missing keys: " + list(missing));
-    if (!unexpected.empty()) {
-      return Status::Invalid("weights: unexpected keys: " + list(unexpected));
-    }
-    if (!mismatched.empty()) {
-      return Status::Invalid("weights: shape mismatch for: " + list(mismatched));
-    }
-    // Tensor by tensor, so at most one converted tensor exists besides the model at a time.
-    torch::NoGradGuard no_grad;
-    const BasePlacement& to = model.placement();
-    for (auto& p : model.named_parameters(/*recurse=*/true)) {
-      p.value().set_requires_grad(false);
-      p.value().set_data(weights.at(p.key()).to(to.device, to.dtype));
-    }
-    return Status::Ok();
-  });
+  const BasePlacement& to = model.placement();
+  return LoadHollowModuleWeights(model, {model.parameter_shapes(), to.device, to.dtype}, weights,
+                                 "weights");
 }
 
 TensorMap RandomWeights(const UNetConfig& config, uint64_t seed) {

@@ -85,9 +85,10 @@ class UNet : public torch::nn::Module {
 };
 
 // Fills the model's parameters from `weights` (any float dtype, converted to the placement's
-// dtype and moved to its device, tensor by tensor) and freezes them. Where no conversion is
-// needed the model shares storage with `weights`, so do not modify them in place afterwards.
-// Missing, unexpected and mis-shaped keys are errors that name the keys.
+// dtype and moved to its device, tensor by tensor) and freezes them: nn/module_weights.h's
+// LoadHollowModuleWeights. Where no conversion is needed the model shares storage with
+// `weights`, so do not modify them in place afterwards. Missing, unexpected and mis-shaped keys
+// are errors that name the keys.
 Status LoadStateDict(UNet& model, const TensorMap& weights);
 // Deterministic random weights for a config (default init from a fixed seed), keyed like
 // diffusers' state dict: for tests, benchmarks and demos without a real checkpoint.

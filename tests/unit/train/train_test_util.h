@@ -199,6 +199,23 @@ inline int RunBin(const std::vector<std::string>& args, const std::string& err =
   return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
 }
 
+// Runs `gleaner-train forward` on fixture set `dir` with LoRA file `lora` (the set's inputs as
+// inputs and as gradient weights R) writing `out`, and checks the output and every LoRA gradient
+// against the set's references.
+inline void CheckForwardCli(const std::string& dir, const std::string& lora,
+                            const std::string& out) {
+  REQUIRE(RunBin({"forward", "--config", dir + "/config.json", "--weights",
+                  dir + "/weights.safetensors", "--inputs", dir + "/inputs.safetensors", "--lora",
+                  lora, "--grad-weights", dir + "/inputs.safetensors", "--out", out}) == 0);
+  TensorMap o = MustLoad(out);
+  CHECK(RelL2(o.at("sample"), MustLoad(dir + "/lora/output.safetensors").at("sample")) <= 1e-5);
+  for (const auto& [k, v] : MustLoad(dir + "/lora/grad.safetensors")) {
+    INFO(k);
+    REQUIRE(o.count(k));
+    CHECK(RelL2(o.at(k), v) <= 1e-4);
+  }
+}
+
 // Every file under `dir` (relative paths), for "changed nothing" checks.
 inline std::vector<std::string> FilesUnder(const std::string& dir, const std::string& rel = "") {
   std::vector<std::string> out;
