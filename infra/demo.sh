@@ -243,7 +243,8 @@ if "$bin/gleaner-train" make-model --out "$lw/sd/weights.safetensors" --seed 1 >
     fi
     alphas=$(head -c 200000 "$lw/out-$id/lora.safetensors" 2>/dev/null | grep -a -o '\.alpha"' | wc -l)
     names=diffusers
-    if head -c 200000 "$lw/out-$id/lora.safetensors" 2>/dev/null | grep -aq 'lora_unet_input_blocks_'; then
+    # grep without -q reads to the end: with pipefail, an early exit would fail head (SIGPIPE).
+    if head -c 200000 "$lw/out-$id/lora.safetensors" 2>/dev/null | grep -a 'lora_unet_input_blocks_' >/dev/null; then
       names="sd-scripts SDXL (input_blocks/middle_block/output_blocks)"
     fi
     printf '  %s %-5s %-9s %-8s kohya .alpha tensors: %s, module names: %s  leases: %s\n' "$id" \
