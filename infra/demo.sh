@@ -2,8 +2,9 @@
 # The main job, on one machine: a coordinator on SQLite, two local agents, a handful of
 # synthetic training jobs submitted over HTTP, one agent interrupted (SIGTERM) and restarted,
 # the other killed (kill -9) and restarted, every job completed and its result verified against
-# an uninterrupted run, then real lora-sd jobs (libtorch, CPU) trained across an interruption and
-# checked byte for byte, and the per-step cost report printed at the end.
+# an uninterrupted run, then real lora-sd jobs (libtorch, CPU; SD-style and SDXL-shaped) trained
+# across an interruption and checked byte for byte, and the per-step cost report printed at the
+# end.
 #   bash infra/demo.sh              install, build, run
 #   bash infra/demo.sh --no-build   run with the binaries already in build/bin
 # Environment: GLEANER_DEMO_JOBS (6), GLEANER_DEMO_STEPS (150), GLEANER_DEMO_KEEP=1 keeps the
@@ -169,36 +170,44 @@ for id in "${ids[@]}"; do
 done
 say "$ok of ${#ids[@]} jobs completed with the exact chain of an uninterrupted run"
 
-# 7. Real training: lora-sd jobs (a tiny SD-style UNet + LoRA in libtorch, on CPU). Model and
-#    dataset are made locally, uploaded with the gleaner CLI, trained across a SIGTERM of the agent
-#    holding them, downloaded, and compared byte for byte with an uninterrupted local run.
+# 7. Real training: lora-sd jobs (tiny UNets + LoRA in libtorch, on CPU): an SDXL-shaped one
+#    (text_time conditioning: pooled text embeddings and time_ids in its dataset) and two
+#    SD-style ones, one job kind for both. Models and datasets are made locally, uploaded with
+#    the gleaner CLI, trained across a SIGTERM of the agent holding the SDXL job, downloaded, and
+#    compared byte for byte with an uninterrupted local run.
 lora_ok=0; lora_n=0
-lw="$work/lora"; mkdir -p "$lw"
-if "$bin/gleaner-train" make-model --out "$lw/weights.safetensors" --seed 1 >"$lw/make.log" 2>&1 &&
-   "$bin/gleaner-train" make-dataset --out "$lw/data.safetensors" --n 8 --size 8 >>"$lw/make.log" 2>&1; then
+lw="$work/lora"; mkdir -p "$lw/sd" "$lw/sdxl"
+if "$bin/gleaner-train" make-model --out "$lw/sd/weights.safetensors" --seed 1 >"$lw/make.log" 2>&1 &&
+   "$bin/gleaner-train" make-dataset --out "$lw/sd/data.safetensors" --n 8 --size 8 >>"$lw/make.log" 2>&1 &&
+   "$bin/gleaner-train" make-model --sdxl --out "$lw/sdxl/weights.safetensors" --seed 1 >>"$lw/make.log" 2>&1 &&
+   "$bin/gleaner-train" make-dataset --sdxl --out "$lw/sdxl/data.safetensors" --n 8 --size 8 >>"$lw/make.log" 2>&1; then
   export GLEANER_URL=$url GLEANER_TOKEN=$dev
-  m_uri=$("$bin/gleaner" upload "$lw/weights.safetensors" 2>/dev/null)
-  d_uri=$("$bin/gleaner" upload "$lw/data.safetensors" 2>/dev/null)
-  m_sha=$(sha256sum "$lw/weights.safetensors" | cut -d' ' -f1)
-  d_sha=$(sha256sum "$lw/data.safetensors" | cut -d' ' -f1)
-  say "lora-sd: uploaded a tiny UNet ($m_uri) and a latent dataset ($d_uri)"
-  lora_ids=()
-  for seed in 5 6; do
-    jq -n --arg mu "$m_uri" --arg ms "$m_sha" --arg du "$d_uri" --arg ds "$d_sha" \
-      --argjson seed "$seed" --slurpfile cfg "$lw/config.json" \
+  declare -A family steps_of
+  submit_lora() {  # family (sd|sdxl), seed, steps; appends the job id to lora_ids
+    local f=$1 seed=$2 n=$3 dir="$lw/$1" m_uri d_uri id
+    m_uri=$("$bin/gleaner" upload "$dir/weights.safetensors" 2>/dev/null)
+    d_uri=$("$bin/gleaner" upload "$dir/data.safetensors" 2>/dev/null)
+    jq -n --arg mu "$m_uri" --arg ms "$(sha256sum "$dir/weights.safetensors" | cut -d' ' -f1)" \
+      --arg du "$d_uri" --arg ds "$(sha256sum "$dir/data.safetensors" | cut -d' ' -f1)" \
+      --argjson seed "$seed" --argjson steps "$n" --slurpfile cfg "$dir/config.json" \
       '{kind:"lora-sd",
-        params:{steps:120,batch_size:2,checkpoint_every:20,learning_rate:0.003,rank:4,seed:$seed},
-        model:{uri:$mu,sha256:$ms,config:$cfg[0]}, dataset:{uri:$du,sha256:$ds}}' >"$lw/job-$seed.json"
-    lora_ids+=("$("$bin/gleaner" submit "$lw/job-$seed.json")")
-  done
+        params:{steps:$steps,batch_size:2,checkpoint_every:20,learning_rate:0.003,rank:4,seed:$seed},
+        model:{uri:$mu,sha256:$ms,config:$cfg[0]}, dataset:{uri:$du,sha256:$ds}}' >"$lw/job-$f-$seed.json"
+    id=$("$bin/gleaner" submit "$lw/job-$f-$seed.json")
+    lora_ids+=("$id"); family[$id]=$f; steps_of[$id]=$n
+  }
+  lora_ids=()
+  submit_lora sdxl 7 80
+  submit_lora sd 5 120
+  submit_lora sd 6 120
   lora_n=${#lora_ids[@]}
-  say "lora-sd: submitted ${lora_ids[*]} (120 steps, batch 2, rank 4, checkpoint every 20)"
-  # Interrupt whichever agent holds the first job once it is past step 30.
+  say "lora-sd: uploaded tiny SD and SDXL-shaped UNets with latent datasets; submitted SDXL-shaped ${lora_ids[0]} (80 steps) and SD ${lora_ids[*]:1} (120 steps), batch 2, rank 4, checkpoint every 20"
+  # Interrupt whichever agent holds the SDXL-shaped job once it is past step 20.
   holder=""
   for _ in $(seq 1 600); do
     sleep 0.2
     j=$(api "$dev" GET "/v1/jobs/${lora_ids[0]}")
-    if [ "$(jq -r .state <<<"$j")" = running ] && [ "$(jq -r .step <<<"$j")" -ge 30 ]; then
+    if [ "$(jq -r .state <<<"$j")" = running ] && [ "$(jq -r .step <<<"$j")" -ge 20 ]; then
       n=$(jq -r .node_id <<<"$j")
       if [ "$n" = "$(node_of a)" ]; then holder=a; elif [ "$n" = "$(node_of b)" ]; then holder=b; fi
       say "lora-sd: ${lora_ids[0]} at step $(jq -r .step <<<"$j") on agent $holder"
@@ -220,8 +229,8 @@ if "$bin/gleaner-train" make-model --out "$lw/weights.safetensors" --seed 1 >"$l
     done
     "$bin/gleaner" download "$id" -o "$lw/out-$id" >/dev/null 2>&1 || true
     job=$(api "$dev" GET "/v1/jobs/$id")
-    ref="$lw/ref-$id"; mkdir -p "$ref"
-    jq -c --arg m "$lw/weights.safetensors" --arg d "$lw/data.safetensors" --slurpfile cfg "$lw/config.json" \
+    ref="$lw/ref-$id"; mkdir -p "$ref"; dir="$lw/${family[$id]}"
+    jq -c --arg m "$dir/weights.safetensors" --arg d "$dir/data.safetensors" --slurpfile cfg "$dir/config.json" \
       '{job_id:.id,kind:.kind,steps:.steps,params:.params,inputs:{model:$m,dataset:$d},model:{config:$cfg[0]}}' \
       <<<"$job" >"$ref/SPEC.json"
     "$bin/gleaner-train" run --spec "$ref/SPEC.json" --work-dir "$ref" >/dev/null 2>&1 || true
@@ -233,8 +242,13 @@ if "$bin/gleaner-train" make-model --out "$lw/weights.safetensors" --seed 1 >"$l
       verdict=OK; lora_ok=$((lora_ok + 1))
     fi
     alphas=$(head -c 200000 "$lw/out-$id/lora.safetensors" 2>/dev/null | grep -a -o '\.alpha"' | wc -l)
-    printf '  %s %-9s %-8s kohya .alpha tensors: %s  leases: %s\n' "$id" \
-      "$(jq -r .state <<<"$job")" "$verdict" "$alphas" "$leases"
+    names=diffusers
+    # grep without -q reads to the end: with pipefail, an early exit would fail head (SIGPIPE).
+    if head -c 200000 "$lw/out-$id/lora.safetensors" 2>/dev/null | grep -a 'lora_unet_input_blocks_' >/dev/null; then
+      names="sd-scripts SDXL (input_blocks/middle_block/output_blocks)"
+    fi
+    printf '  %s %-5s %-9s %-8s kohya .alpha tensors: %s, module names: %s  leases: %s\n' "$id" \
+      "${family[$id]}" "$(jq -r .state <<<"$job")" "$verdict" "$alphas" "$names" "$leases"
   done
   say "lora-sd: $lora_ok of $lora_n LoRA results byte-identical to an uninterrupted run (files in $lw/out-*)"
 else

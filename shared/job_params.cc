@@ -5,13 +5,14 @@
 namespace gleaner {
 namespace {
 
-// Reads an optional string that must be one of `allowed` (null-terminated list).
-bool Enum(FieldReader& r, const char* key, const char* const* allowed, const char* def, Json* out) {
-  std::string v = def;
+// Reads an optional string that must be one of `allowed` (null-terminated list); *out holds the
+// default on entry.
+bool Enum(FieldReader& r, const char* key, const char* const* allowed, std::string* out) {
+  std::string v = *out;
   if (!r.String(key, &v, false, 64)) return false;
   for (const char* const* a = allowed; *a != nullptr; ++a) {
     if (v == *a) {
-      (*out)[key] = v;
+      *out = v;
       return true;
     }
   }
@@ -25,13 +26,6 @@ bool Enum(FieldReader& r, const char* key, const char* const* allowed, const cha
 bool IntField(FieldReader& r, const char* key, int64_t min, int64_t max, int64_t def, Json* out) {
   int64_t v = def;
   if (!r.Int(key, &v, false, min, max)) return false;
-  (*out)[key] = v;
-  return true;
-}
-
-bool NumField(FieldReader& r, const char* key, double min, double max, double def, Json* out) {
-  double v = def;
-  if (!r.Number(key, &v, false, min, max)) return false;
   (*out)[key] = v;
   return true;
 }
@@ -57,7 +51,17 @@ Result<Json> Synthetic(const Json& params) {
   return out;
 }
 
-Result<Json> LoraSd(const Json& params) {
+}  // namespace
+
+bool IsKnownJobKind(const std::string& kind) {
+  return kind == "synthetic" || kind == "lora-sd";
+}
+
+bool JobKindNeedsInputs(const std::string& kind) {
+  return kind == "lora-sd";
+}
+
+Result<LoraSdParams> LoraSdParams::Parse(const Json& params) {
   static const char* const kKeys[] = {"steps",
                                       "batch_size",
                                       "learning_rate",
@@ -87,62 +91,80 @@ Result<Json> LoraSd(const Json& params) {
   static const char* const kSchedulers[] = {"constant", "constant_with_warmup", "linear", "cosine",
                                             nullptr};
   static const char* const kPrediction[] = {"epsilon", "v_prediction", nullptr};
+  if (!params.is_object()) return Status::Invalid("params must be a JSON object");
+  LoraSdParams p;
   FieldReader r(params, "params.");
   r.OnlyKeys(kKeys);
-  int64_t steps = 0;
-  r.Int("steps", &steps, true, 1, kMaxJobSteps);
+  r.Int("steps", &p.steps, true, 1, kMaxJobSteps);
   if (!r.ok()) return r.status();
-  Json out = Json::object();
-  out["steps"] = steps;
-  IntField(r, "batch_size", 1, 1024, 1, &out);
-  NumField(r, "learning_rate", 1e-12, 1.0, 1e-4, &out);
-  IntField(r, "rank", 1, 1024, 4, &out);
+  r.Int("batch_size", &p.batch_size, false, 1, 1024);
+  r.Number("learning_rate", &p.learning_rate, false, 1e-12, 1.0);
+  r.Int("rank", &p.rank, false, 1, 1024);
   if (!r.ok()) return r.status();
-  NumField(r, "alpha", 1e-6, 1e6, double(out["rank"].get<int64_t>()), &out);
-  IntField(r, "seed", 0, kMaxSafeInteger, 0, &out);
-  IntField(r, "checkpoint_every", 1, steps, std::min<int64_t>(100, steps), &out);
-  Enum(r, "mixed_precision", kPrecision, "no", &out);
-  bool gc = false;
-  if (r.Bool("gradient_checkpointing", &gc, false)) out["gradient_checkpointing"] = gc;
-  IntField(r, "gradient_accumulation", 1, 1024, 1, &out);
-  Enum(r, "lr_scheduler", kSchedulers, "constant", &out);
-  IntField(r, "warmup_steps", 0, steps, 0, &out);
-  Enum(r, "prediction_type", kPrediction, "epsilon", &out);
-  NumField(r, "prior_loss_weight", 0, 1000, 1.0, &out);
-  NumField(r, "snr_gamma", 0, 1000, 0, &out);
-  NumField(r, "noise_offset", 0, 1, 0, &out);
-  NumField(r, "max_grad_norm", 0, 1e6, 1.0, &out);
-  NumField(r, "adam_beta1", 0, 0.999999, 0.9, &out);
-  NumField(r, "adam_beta2", 0, 0.999999999, 0.999, &out);
-  NumField(r, "adam_weight_decay", 0, 10, 0.01, &out);
-  NumField(r, "adam_epsilon", 1e-20, 1, 1e-8, &out);
+  p.alpha = double(p.rank);
+  r.Number("alpha", &p.alpha, false, 1e-6, 1e6);
+  r.Int("seed", &p.seed, false, 0, kMaxSafeInteger);
+  p.checkpoint_every = std::min<int64_t>(100, p.steps);
+  r.Int("checkpoint_every", &p.checkpoint_every, false, 1, p.steps);
+  Enum(r, "mixed_precision", kPrecision, &p.mixed_precision);
+  r.Bool("gradient_checkpointing", &p.gradient_checkpointing, false);
+  r.Int("gradient_accumulation", &p.gradient_accumulation, false, 1, 1024);
+  Enum(r, "lr_scheduler", kSchedulers, &p.lr_scheduler);
+  r.Int("warmup_steps", &p.warmup_steps, false, 0, p.steps);
+  Enum(r, "prediction_type", kPrediction, &p.prediction_type);
+  r.Number("prior_loss_weight", &p.prior_loss_weight, false, 0, 1000);
+  r.Number("snr_gamma", &p.snr_gamma, false, 0, 1000);
+  r.Number("noise_offset", &p.noise_offset, false, 0, 1);
+  r.Number("max_grad_norm", &p.max_grad_norm, false, 0, 1e6);
+  r.Number("adam_beta1", &p.adam_beta1, false, 0, 0.999999);
+  r.Number("adam_beta2", &p.adam_beta2, false, 0, 0.999999999);
+  r.Number("adam_weight_decay", &p.adam_weight_decay, false, 0, 10);
+  r.Number("adam_epsilon", &p.adam_epsilon, false, 1e-20, 1);
   // Image datasets (optional; kept only when given): the captions of images without a .txt.
-  for (const char* key : {"instance_prompt", "class_prompt"}) {
-    std::string prompt;
-    if (r.String(key, &prompt, false, 4096) && r.Has(key)) out[key] = prompt;
-  }
-  bool te = false;
-  if (r.Bool("train_text_encoder", &te, false) && r.Has("train_text_encoder")) {
-    out["train_text_encoder"] = te;
-  }
+  r.String("instance_prompt", &p.instance_prompt, false, 4096);
+  r.String("class_prompt", &p.class_prompt, false, 4096);
+  p.has_train_text_encoder =
+      r.Bool("train_text_encoder", &p.train_text_encoder, false) && r.Has("train_text_encoder");
   if (!r.ok()) return r.status();
+  return p;
+}
+
+Json LoraSdParams::ToJson() const {
+  Json out{{"steps", steps},
+           {"batch_size", batch_size},
+           {"learning_rate", learning_rate},
+           {"rank", rank},
+           {"alpha", alpha},
+           {"seed", seed},
+           {"checkpoint_every", checkpoint_every},
+           {"mixed_precision", mixed_precision},
+           {"gradient_checkpointing", gradient_checkpointing},
+           {"gradient_accumulation", gradient_accumulation},
+           {"lr_scheduler", lr_scheduler},
+           {"warmup_steps", warmup_steps},
+           {"prediction_type", prediction_type},
+           {"prior_loss_weight", prior_loss_weight},
+           {"snr_gamma", snr_gamma},
+           {"noise_offset", noise_offset},
+           {"max_grad_norm", max_grad_norm},
+           {"adam_beta1", adam_beta1},
+           {"adam_beta2", adam_beta2},
+           {"adam_weight_decay", adam_weight_decay},
+           {"adam_epsilon", adam_epsilon}};
+  if (!instance_prompt.empty()) out["instance_prompt"] = instance_prompt;
+  if (!class_prompt.empty()) out["class_prompt"] = class_prompt;
+  if (has_train_text_encoder) out["train_text_encoder"] = train_text_encoder;
   return out;
-}
-
-}  // namespace
-
-bool IsKnownJobKind(const std::string& kind) {
-  return kind == "synthetic" || kind == "lora-sd";
-}
-
-bool JobKindNeedsInputs(const std::string& kind) {
-  return kind == "lora-sd";
 }
 
 Result<Json> NormalizeParams(const std::string& kind, const Json& params) {
   if (!params.is_object()) return Status::Invalid("params must be a JSON object");
   if (kind == "synthetic") return Synthetic(params);
-  if (kind == "lora-sd") return LoraSd(params);
+  if (kind == "lora-sd") {
+    Result<LoraSdParams> p = LoraSdParams::Parse(params);
+    if (!p.ok()) return p.status();
+    return p->ToJson();
+  }
   return Status::Invalid("unknown job kind '" + kind + "' (known: synthetic, lora-sd)");
 }
 
@@ -160,6 +182,24 @@ Status CheckUnetConfig(const Json& config, const std::string& prefix) {
   if (!ok) {
     return Status::Invalid(prefix +
                            ".block_out_channels must be a non-empty array of positive integers");
+  }
+  // SDXL-style added conditioning: its sizes decide the pooled text embedding the dataset needs.
+  auto add = config.find("addition_embed_type");
+  if (add == config.end() || add->is_null()) return Status::Ok();
+  if (*add != "text_time") {
+    return Status::Invalid(prefix + ".addition_embed_type " + DumpJson(*add) +
+                           " is not supported (only null or \"text_time\", as SDXL)");
+  }
+  FieldReader r(config, prefix + ".");
+  int64_t time_dim = 0, input_dim = 0;
+  r.Int("addition_time_embed_dim", &time_dim, true, 1, 4096);
+  r.Int("projection_class_embeddings_input_dim", &input_dim, true, 1, 65536);
+  if (!r.ok()) return r.status();
+  if (input_dim <= 6 * time_dim) {
+    return Status::Invalid(
+        prefix + ".projection_class_embeddings_input_dim (" + std::to_string(input_dim) +
+        ") must exceed 6 * addition_time_embed_dim (" + std::to_string(6 * time_dim) +
+        "): the rest is the size of the pooled text embedding");
   }
   return Status::Ok();
 }

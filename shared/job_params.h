@@ -29,18 +29,48 @@ bool JobKindNeedsInputs(const std::string& kind);
 //  synthetic: steps (1..1e7, required), step_ms (0..60000, 0), checkpoint_every (1..steps,
 //             min(100, steps)), seed (0..2^53-1, 0), fail_at_step (1..steps, optional),
 //             crash_at_step (1..steps, optional).
-//  lora-sd:   steps (required), batch_size 1, learning_rate 1e-4, rank 4, alpha = rank, seed 0,
-//             checkpoint_every min(100, steps), mixed_precision "no"|"fp16"|"bf16",
-//             gradient_checkpointing false, gradient_accumulation 1, lr_scheduler constant |
-//             constant_with_warmup | linear | cosine, warmup_steps 0, prediction_type epsilon |
-//             v_prediction, prior_loss_weight 1.0, snr_gamma 0 (off), noise_offset 0,
-//             max_grad_norm 1.0 (0 = no clipping), adam_beta1 0.9, adam_beta2 0.999,
-//             adam_weight_decay 0.01, adam_epsilon 1e-8.
+//  lora-sd:   see LoraSdParams.
 Result<Json> NormalizeParams(const std::string& kind, const Json& params);
 
-// Checks a diffusers UNet2DConditionModel config object enough to reject obvious garbage
-// (the trainer validates it fully): an object with a non-empty block_out_channels array of
-// positive integers. prefix names the field in messages ("model.config").
+// lora-sd params, typed: the one definition of their names, defaults and ranges (the coordinator
+// validates submissions with it, the trainer reads its params through it).
+struct LoraSdParams {
+  int64_t steps = 0;                   // required, 1..1e7
+  int64_t batch_size = 1;              // 1..1024
+  double learning_rate = 1e-4;         // (0, 1]
+  int64_t rank = 4;                    // 1..1024
+  double alpha = 4;                    // default = rank
+  int64_t seed = 0;                    // 0..2^53-1
+  int64_t checkpoint_every = 0;        // 1..steps, default min(100, steps)
+  std::string mixed_precision = "no";  // no | fp16 | bf16
+  bool gradient_checkpointing = false;
+  int64_t gradient_accumulation = 1;        // 1..1024
+  std::string lr_scheduler = "constant";    // constant | constant_with_warmup | linear | cosine
+  int64_t warmup_steps = 0;                 // 0..steps
+  std::string prediction_type = "epsilon";  // epsilon | v_prediction
+  double prior_loss_weight = 1.0;           // 0..1000
+  double snr_gamma = 0;                     // 0 (off)..1000
+  double noise_offset = 0;                  // 0..1
+  double max_grad_norm = 1.0;               // 0 (no clipping)..1e6
+  double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_weight_decay = 0.01, adam_epsilon = 1e-8;
+  // Image datasets (kept in the spec only when given): the caption of an image without a .txt,
+  // the class folder's caption, and LoRA on the text encoders.
+  std::string instance_prompt, class_prompt;  // up to 4096 bytes; "" = not given
+  bool has_train_text_encoder = false;
+  bool train_text_encoder = false;
+
+  // Validates (unknown fields, types, ranges) and fills defaults.
+  static Result<LoraSdParams> Parse(const Json& params);
+  // Every field, as stored in a job spec.
+  Json ToJson() const;
+};
+
+// Checks a diffusers UNet2DConditionModel config object enough to reject what cannot train (the
+// trainer validates it fully): an object with a non-empty block_out_channels array of positive
+// integers; and when addition_embed_type is set, SDXL's "text_time" with integer
+// addition_time_embed_dim >= 1 and projection_class_embeddings_input_dim greater than
+// 6 * addition_time_embed_dim (the rest is the pooled text embedding). prefix names the field in
+// messages ("model.config").
 Status CheckUnetConfig(const Json& config, const std::string& prefix);
 
 }  // namespace gleaner

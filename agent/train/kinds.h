@@ -24,7 +24,7 @@ int RunLoraSd(const RunArgs& args);
 // `gleaner-train forward ...` and `gleaner-train make-dataset ...` (argv after the subcommand).
 int ForwardMain(int argc, char** argv);
 int MakeDatasetMain(int argc, char** argv);
-// `gleaner-train make-model --out W [--config C] [--seed S]`: random UNet weights.
+// `gleaner-train make-model --out W [--config C | --sdxl] [--seed S]`: random UNet weights.
 int MakeModelMain(int argc, char** argv);
 #endif
 

@@ -4,7 +4,9 @@
 //   gleaner-train forward --config C --weights W --inputs I [--lora L] [--grad-weights R] --out O
 //                         [--device cpu|cuda] [--dtype fp32|bf16|fp16]
 //
-// I: safetensors with `sample` [B,C,H,W], `timestep` [B] (or scalar), `encoder_hidden_states`.
+// I: safetensors with `sample` [B,C,H,W], `timestep` [B] (or scalar), `encoder_hidden_states`,
+//    and, when the config has addition_embed_type "text_time" (SDXL), `text_embeds` [B,P] and
+//    `time_ids` [B,6].
 // R: safetensors with tensor `R` (or exactly one tensor) shaped like the output; needs --lora.
 // O: safetensors with `sample` and, with R, the gradients of sum(output * R) under the LoRA's
 //    PEFT key names (metadata loss_value); always fp32.
@@ -17,6 +19,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "agent/protocol/trainer_protocol.h"
 #include "agent/train/kinds.h"
@@ -61,8 +64,16 @@ Status RunForward(const ForwardArgs& a) {
   if (!weights.ok()) return weights.status();
   Result<TensorMap> inputs = LoadSafetensors(a.inputs);
   if (!inputs.ok()) return inputs.status();
-  for (const char* k : {"sample", "timestep", "encoder_hidden_states"}) {
-    if (!inputs->count(k)) return Status::Invalid(a.inputs + ": missing tensor " + k);
+  std::vector<const char*> need = {"sample", "timestep", "encoder_hidden_states"};
+  if (cfg->has_text_time()) {
+    need.push_back("text_embeds");
+    need.push_back("time_ids");
+  }
+  for (const char* k : need) {
+    if (!inputs->count(k)) {
+      return Status::Invalid(a.inputs + ": missing tensor " + k +
+                             (cfg->has_text_time() ? " (the config has text_time: SDXL)" : ""));
+    }
   }
   torch::Tensor r;
   if (!a.grad_weights.empty()) {
@@ -92,13 +103,18 @@ Status RunForward(const ForwardArgs& a) {
     torch::Tensor sample = inputs->at("sample").to(device, torch::kFloat32);
     torch::Tensor ctx = inputs->at("encoder_hidden_states").to(device, torch::kFloat32);
     torch::Tensor t = inputs->at("timestep").to(device);
+    AddedCond added;
+    if (cfg->has_text_time()) {
+      added.text_embeds = inputs->at("text_embeds").to(device, torch::kFloat32);
+      added.time_ids = inputs->at("time_ids").to(device, torch::kFloat32);
+    }
     torch::Tensor y;
     {
       // Autocast covers the forward pass only; backward runs outside it, as in training.
       std::optional<AutocastScope> autocast;
       if (dtype != torch::kFloat32) autocast.emplace(device.type(), dtype);
       torch::AutoGradMode grad_mode(r.defined());
-      y = unet.forward(sample, t, ctx).to(torch::kFloat32);
+      y = unet.forward(sample, t, ctx, added).to(torch::kFloat32);
     }
     std::map<std::string, std::string> meta;
     TensorMap out;
@@ -164,6 +180,17 @@ int ForwardMain(int argc, char** argv) {
 int MakeModelMain(int argc, char** argv) {
   std::string config, out;
   long long seed = 0;
+  bool sdxl = false;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--sdxl") == 0) {
+      sdxl = true;
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  argc = int(args.size());
+  argv = args.data();
   for (int i = 0; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     if (k == "--config") {
@@ -177,15 +204,15 @@ int MakeModelMain(int argc, char** argv) {
       break;
     }
   }
-  if (out.empty() || argc % 2 != 0) {
+  if (out.empty() || argc % 2 != 0 || (sdxl && !config.empty())) {
     std::fprintf(stderr,
-                 "usage: gleaner-train make-model --out WEIGHTS [--config C] [--seed S]\n"
-                 "  (random weights for config C; without C the tiny test config,\n"
-                 "   whose config.json is written next to WEIGHTS)\n");
+                 "usage: gleaner-train make-model --out WEIGHTS [--config C | --sdxl] [--seed S]\n"
+                 "  (random weights for config C; without C the tiny test config, SD-style or\n"
+                 "   with --sdxl SDXL-style, whose config.json is written next to WEIGHTS)\n");
     return kExitUsage;
   }
   Status s = CatchTorch("make-model", [&]() -> Status {
-    UNetConfig cfg = TinyConfig();
+    UNetConfig cfg = sdxl ? TinySdxlConfig() : TinyConfig();
     if (!config.empty()) {
       Result<std::string> text = ReadFile(config);
       if (!text.ok()) return text.status();

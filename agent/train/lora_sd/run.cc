@@ -1,8 +1,8 @@
 // RunLoraSd: the lora-sd job kind behind the trainer contract (agent/protocol/trainer_protocol.h).
 //
-// SPEC.json: params (see TrainParams), inputs.model (weights: .safetensors or sharded
-// .safetensors.index.json), inputs.dataset (see dataset.h), model.config (the diffusers UNet
-// config object; or inputs.config, a path to config.json).
+// SPEC.json: params (see LoraSdParams, shared/job_params.h), inputs.model (weights: .safetensors or
+// sharded .safetensors.index.json), inputs.dataset (see dataset.h), model.config (the diffusers
+// UNet config object; or inputs.config, a path to config.json).
 #include <chrono>
 #include <cstdio>
 
@@ -58,7 +58,10 @@ int Run(const RunArgs& args) {
   }
   auto pit = spec.find("params");
   Json params = pit != spec.end() && pit->is_object() ? *pit : Json::object();
-  Result<TrainParams> p = TrainParams::FromJson(params, spec_steps);
+  if (!params.contains("steps") && spec_steps > 0) params["steps"] = spec_steps;
+  // The coordinator stored normalised params; parsing them again is idempotent and keeps the
+  // names, defaults and ranges in one place (shared/job_params.h).
+  Result<LoraSdParams> p = LoraSdParams::Parse(params);
   if (!p.ok()) return Fail(p.status());
   Result<UNetConfig> cfg = SpecConfig(spec);
   if (!cfg.ok()) return Fail(cfg.status());
@@ -66,10 +69,11 @@ int Run(const RunArgs& args) {
   if (!model.ok()) return Fail(model.status());
   Result<std::string> data_path = InputPath(spec, "dataset");
   if (!data_path.ok()) return Fail(data_path.status());
+  // The dataset first: it is small, and a mismatch with the config fails before the weights load.
+  Result<Dataset> data = LoadDataset(*data_path, *cfg);
+  if (!data.ok()) return Fail(data.status());
   Result<TensorMap> weights = LoadWeights(*model);
   if (!weights.ok()) return Fail(weights.status());
-  Result<Dataset> data = LoadDataset(*data_path, cfg->in_channels, cfg->cross_attention_dim);
-  if (!data.ok()) return Fail(data.status());
   Result<std::unique_ptr<Trainer>> tr = Trainer::Create(*cfg, *weights, std::move(*data), *p);
   if (!tr.ok()) return Fail(tr.status());
   weights->clear();

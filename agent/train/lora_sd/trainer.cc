@@ -12,93 +12,30 @@
 
 namespace gleaner::train::lora_sd {
 
-Result<TrainParams> TrainParams::FromJson(const Json& raw, int64_t spec_steps) {
-  TrainParams p;
-  if (!raw.is_object()) return Status::Invalid("params must be a JSON object");
-  Json in = raw;
-  if (!in.contains("steps") && spec_steps > 0) in["steps"] = spec_steps;
-  // The coordinator stores normalised params; normalising again is idempotent and keeps the
-  // defaults and ranges in one place (shared/job_params.h).
-  Result<Json> params = NormalizeParams("lora-sd", in);
-  if (!params.ok()) return params.status();
-  FieldReader r(*params, "params.");
-  r.Int("steps", &p.steps, false, 1, 10000000);
-  r.Int("batch_size", &p.batch_size, false, 1, 1024);
-  r.Number("learning_rate", &p.learning_rate, false, 1e-12, 1);
-  r.Int("rank", &p.rank, false, 1, 1024);
-  r.Number("alpha", &p.alpha, false, 1e-6, 1e6);
-  r.Int("seed", &p.seed, false, 0, kMaxSafeInteger);
-  r.Int("checkpoint_every", &p.checkpoint_every, false, 0, 10000000);
-  r.String("mixed_precision", &p.mixed_precision, false, 16);
-  r.Bool("gradient_checkpointing", &p.gradient_checkpointing, false);
-  r.Int("gradient_accumulation", &p.gradient_accumulation, false, 1, 1024);
-  r.String("lr_scheduler", &p.lr_scheduler, false, 32);
-  r.Int("warmup_steps", &p.warmup_steps, false, 0, 10000000);
-  r.String("prediction_type", &p.prediction_type, false, 32);
-  r.Number("prior_loss_weight", &p.prior_loss_weight, false, 0, 1000);
-  r.Number("snr_gamma", &p.snr_gamma, false, 0, 1000);
-  r.Number("noise_offset", &p.noise_offset, false, 0, 1);
-  r.Number("max_grad_norm", &p.max_grad_norm, false, 0, 1e6);
-  r.Number("adam_beta1", &p.adam.beta1, false, 0, 0.999999);
-  r.Number("adam_beta2", &p.adam.beta2, false, 0, 0.999999999);
-  r.Number("adam_weight_decay", &p.adam.weight_decay, false, 0, 10);
-  r.Number("adam_epsilon", &p.adam.eps, false, 1e-20, 1);
-  if (!r.ok()) return r.status();
-  if (p.mixed_precision != "no" && p.mixed_precision != "fp16" && p.mixed_precision != "bf16") {
-    return Status::Invalid("params.mixed_precision must be one of no, fp16, bf16");
-  }
-  if (!IsKnownLrScheduler(p.lr_scheduler)) {
-    return Status::Invalid(
-        "params.lr_scheduler must be one of constant, constant_with_warmup, linear, cosine");
-  }
-  if (p.prediction_type != "epsilon" && p.prediction_type != "v_prediction") {
-    return Status::Invalid("params.prediction_type must be epsilon or v_prediction");
-  }
-  return p;
-}
-
-Json TrainParams::ToJson() const {
-  return Json{{"steps", steps},
-              {"batch_size", batch_size},
-              {"learning_rate", learning_rate},
-              {"rank", rank},
-              {"alpha", alpha},
-              {"seed", seed},
-              {"checkpoint_every", checkpoint_every},
-              {"mixed_precision", mixed_precision},
-              {"gradient_checkpointing", gradient_checkpointing},
-              {"gradient_accumulation", gradient_accumulation},
-              {"lr_scheduler", lr_scheduler},
-              {"warmup_steps", warmup_steps},
-              {"prediction_type", prediction_type},
-              {"prior_loss_weight", prior_loss_weight},
-              {"snr_gamma", snr_gamma},
-              {"noise_offset", noise_offset},
-              {"max_grad_norm", max_grad_norm},
-              {"adam_beta1", adam.beta1},
-              {"adam_beta2", adam.beta2},
-              {"adam_weight_decay", adam.weight_decay},
-              {"adam_epsilon", adam.eps}};
-}
-
-Trainer::Trainer(const UNetConfig& c, Dataset d, const TrainParams& p)
-    : p_(p), unet_(std::make_shared<UNet>(c)), data_(std::move(d)) {}
+Trainer::Trainer(Dataset d, const LoraSdParams& p) : p_(p), data_(std::move(d)) {}
 
 Result<std::unique_ptr<Trainer>> Trainer::Create(const UNetConfig& config,
                                                  const TensorMap& base_weights, Dataset data,
-                                                 const TrainParams& params) {
+                                                 const LoraSdParams& params) {
   std::unique_ptr<Trainer> t;
   Status s = CatchTorch("setting up lora-sd", [&]() -> Status {
-    t.reset(new Trainer(config, std::move(data), params));
-    GLEANER_RETURN_IF_ERROR(LoadStateDict(*t->unet_, base_weights));
+    t.reset(new Trainer(std::move(data), params));
     if (torch::cuda::is_available()) t->device_ = torch::Device(torch::kCUDA, 0);
-    t->unet_->to(t->device_);
+    // The frozen base goes straight to the device in the compute dtype (bf16/fp16 under mixed
+    // precision on CUDA): no fp32 copy of it on the device.
+    t->unet_ = std::make_shared<UNet>(config, PlacementFor(t->device_, params.mixed_precision));
+    GLEANER_RETURN_IF_ERROR(LoadStateDict(*t->unet_, base_weights));
     t->unet_->set_gradient_checkpointing(params.gradient_checkpointing);
     t->gen_ = at::detail::createCPUGenerator(uint64_t(params.seed));
     Result<Lora> l = Lora::Attach(*t->unet_, params.rank, params.alpha, t->gen_);
     if (!l.ok()) return l.status();
     t->lora_ = std::move(*l);
-    t->opt_ = std::make_unique<AdamW>(t->lora_.Parameters(), params.adam);
+    AdamWOptions adam;
+    adam.beta1 = params.adam_beta1;
+    adam.beta2 = params.adam_beta2;
+    adam.eps = params.adam_epsilon;
+    adam.weight_decay = params.adam_weight_decay;
+    t->opt_ = std::make_unique<AdamW>(t->lora_.Parameters(), adam);
     t->scaler_.enabled = t->device_.is_cuda() && params.mixed_precision == "fp16";
     t->alphas_cumprod_ = ScaledLinearAlphasCumprod().to(t->device_);
     if (params.mixed_precision != "no" && !t->device_.is_cuda()) {
@@ -111,7 +48,8 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const UNetConfig& config,
   return t;
 }
 
-torch::Tensor Trainer::Loss(const torch::Tensor& lat, const torch::Tensor& text) {
+torch::Tensor Trainer::Loss(const Examples& batch) {
+  const torch::Tensor& lat = batch.latents;
   int64_t b = lat.size(0);
   auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
   // All random draws come from the CPU generator, so CPU and CUDA runs see the same numbers.
@@ -127,14 +65,13 @@ torch::Tensor Trainer::Loss(const torch::Tensor& lat, const torch::Tensor& text)
   torch::Tensor sa = ac.sqrt(), so = (1.0 - ac).sqrt();
   torch::Tensor noisy = sa * lat + so * noise;
   torch::Tensor target = p_.prediction_type == "epsilon" ? noise : sa * noise - so * lat;
-  torch::Tensor pred;
   bool autocast = device_.is_cuda() && p_.mixed_precision != "no";
   if (autocast) {
     at::autocast::set_enabled(true);
     at::autocast::set_autocast_gpu_dtype(p_.mixed_precision == "bf16" ? torch::kBFloat16
                                                                       : torch::kFloat16);
   }
-  pred = unet_->forward(noisy, t, text);
+  torch::Tensor pred = unet_->forward(noisy, t, batch.text, {batch.pooled, batch.time_ids});
   if (autocast) {
     at::autocast::set_enabled(false);
     at::autocast::clear_cache();
@@ -151,39 +88,47 @@ torch::Tensor Trainer::Loss(const torch::Tensor& lat, const torch::Tensor& text)
   return per.slice(0, 0, n).mean() + p_.prior_loss_weight * per.slice(0, n).mean();
 }
 
+Examples Trainer::NextBatch() {
+  int64_t n = data_.size();
+  std::vector<int64_t> idx, cls;
+  for (int64_t i = 0; i < p_.batch_size; ++i, ++samples_seen_) {
+    // Data order: a fresh permutation per epoch, derived from (seed, epoch) alone, so the
+    // position is just the number of samples seen.
+    int64_t epoch = samples_seen_ / n, pos = samples_seen_ % n;
+    torch::Generator g =
+        at::detail::createCPUGenerator(uint64_t(p_.seed) * 1000003u + uint64_t(epoch) + 1);
+    idx.push_back(torch::randperm(n, g, torch::kInt64)[pos].item<int64_t>());
+    if (data_.has_prior()) cls.push_back(samples_seen_ % data_.prior.size());
+  }
+  // Rows `rows` of every tensor of `from`, appended to `to` along the batch dimension.
+  auto take = [&](const Examples& from, const std::vector<int64_t>& rows, Examples* to) {
+    torch::Tensor ii = torch::tensor(rows, torch::kInt64);
+    auto one = [&](const torch::Tensor& src, torch::Tensor* dst) {
+      if (!src.defined()) return;
+      torch::Tensor part = src.index_select(0, ii);
+      *dst = dst->defined() ? torch::cat({*dst, part}, 0) : part;
+    };
+    one(from.latents, &to->latents);
+    one(from.text, &to->text);
+    one(from.pooled, &to->pooled);
+    one(from.time_ids, &to->time_ids);
+  };
+  Examples batch;
+  take(data_.instance, idx, &batch);
+  if (data_.has_prior()) take(data_.prior, cls, &batch);
+  for (torch::Tensor* x : {&batch.latents, &batch.text, &batch.pooled, &batch.time_ids}) {
+    if (x->defined()) *x = x->to(device_);
+  }
+  return batch;
+}
+
 Result<double> Trainer::Step() {
   double total = 0;
   Status s = CatchTorch("training step", [&]() -> Status {
     std::vector<torch::Tensor> params = lora_.Parameters();
     for (auto& p : params) p.mutable_grad().reset();
-    int64_t n = data_.size();
     for (int64_t micro = 0; micro < p_.gradient_accumulation; ++micro) {
-      std::vector<int64_t> idx, cls;
-      for (int64_t i = 0; i < p_.batch_size; ++i, ++samples_seen_) {
-        // Data order: a fresh permutation per epoch, derived from (seed, epoch) alone, so the
-        // position is just the number of samples seen.
-        int64_t epoch = samples_seen_ / n, pos = samples_seen_ % n;
-        torch::Generator g =
-            at::detail::createCPUGenerator(uint64_t(p_.seed) * 1000003u + uint64_t(epoch) + 1);
-        idx.push_back(torch::randperm(n, g, torch::kInt64)[pos].item<int64_t>());
-        if (data_.has_prior()) cls.push_back(samples_seen_ % data_.class_latents.size(0));
-      }
-      torch::Tensor ii = torch::tensor(idx, torch::kInt64);
-      torch::Tensor lat = data_.latents.index_select(0, ii);
-      torch::Tensor txt = data_.text.index_select(0, ii);
-      if (data_.has_prior()) {
-        torch::Tensor ci = torch::tensor(cls, torch::kInt64);
-        torch::Tensor cl = data_.class_latents.index_select(0, ci);
-        torch::Tensor ct = data_.class_text.index_select(0, ci);
-        if (ct.size(1) != txt.size(1)) {
-          return Status::Invalid(
-              "class_text_embeddings must have as many tokens as "
-              "text_embeddings");
-        }
-        lat = torch::cat({lat, cl}, 0);
-        txt = torch::cat({txt, ct}, 0);
-      }
-      torch::Tensor loss = Loss(lat.to(device_), txt.to(device_));
+      torch::Tensor loss = Loss(NextBatch());
       double v = loss.item<double>();
       if (!std::isfinite(v)) {
         return Status::Invalid("loss is " + std::string(std::isnan(v) ? "NaN" : "Inf") +
@@ -324,6 +269,11 @@ Status Trainer::WriteOutput(const std::string& dir, const std::string& job_id) {
                                                {"steps", std::to_string(step_)},
                                                {"gleaner_params", DumpJson(p_.ToJson())},
                                                {"gleaner_job_id", job_id}};
+    if (unet_->config().has_text_time()) {
+      // As sd-scripts labels SDXL LoRAs (A1111/Forge list them as SDXL networks).
+      meta["ss_base_model_version"] = "sdxl_base_v1-0";
+      meta["modelspec.architecture"] = "stable-diffusion-xl-v1-base/lora";
+    }
     meta["format"] = "kohya";
     Result<std::string> kohya = EncodeSafetensors(lora_.KohyaTensors(), meta);
     meta["format"] = "peft";

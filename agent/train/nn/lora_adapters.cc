@@ -33,8 +33,16 @@ bool StartsWith(const std::string& s, const std::string& start) {
 
 }  // namespace
 
-LoraAdapters::LoraAdapters(LoraPrefixes prefixes, Targets targets)
-    : prefixes_(std::move(prefixes)), targets_(std::move(targets)) {}
+LoraAdapters::LoraAdapters(LoraPrefixes prefixes, Targets targets,
+                           std::vector<std::string> kohya_paths)
+    : prefixes_(std::move(prefixes)),
+      targets_(std::move(targets)),
+      kohya_paths_(std::move(kohya_paths)) {}
+
+std::string LoraAdapters::Key(size_t i, LoraFormat format, LoraPart part) const {
+  bool own_kohya_path = format == LoraFormat::kKohya && i < kohya_paths_.size();
+  return LoraKey(format, prefixes_, own_kohya_path ? kohya_paths_[i] : targets_[i].first, part);
+}
 
 void LoraAdapters::Set(LoraLinearImpl* m, const torch::Tensor& a, const torch::Tensor& b) {
   m->lora_a = a.to(m->weight.device(), torch::kFloat32).clone().requires_grad_(true);
@@ -80,9 +88,10 @@ Status LoraAdapters::Read(const TensorMap& file, const std::map<std::string, std
   int64_t rank = 0;
   double alpha = 0;
   std::vector<std::pair<torch::Tensor, torch::Tensor>> ab;
-  for (const auto& [module, m] : targets_) {
-    std::string ka = LoraKey(*format, prefixes_, module, LoraPart::kA);
-    std::string kb = LoraKey(*format, prefixes_, module, LoraPart::kB);
+  for (size_t i = 0; i < targets_.size(); ++i) {
+    const LoraLinearImpl* m = targets_[i].second;
+    std::string ka = Key(i, *format, LoraPart::kA);
+    std::string kb = Key(i, *format, LoraPart::kB);
     auto a = file.find(ka), b = file.find(kb);
     if (a == file.end()) return Status::Invalid("LoRA: missing key " + ka);
     if (b == file.end()) return Status::Invalid("LoRA: missing key " + kb);
@@ -96,7 +105,7 @@ Status LoraAdapters::Read(const TensorMap& file, const std::map<std::string, std
     }
     double a_value = double(r);
     if (*format == LoraFormat::kKohya) {
-      std::string kalpha = LoraKey(*format, prefixes_, module, LoraPart::kAlpha);
+      std::string kalpha = Key(i, *format, LoraPart::kAlpha);
       auto al = file.find(kalpha);
       if (al != file.end()) {
         if (al->second.numel() != 1) return Status::Invalid("LoRA: " + kalpha + " is not a scalar");
@@ -149,11 +158,12 @@ std::vector<torch::Tensor> LoraAdapters::Parameters() const {
 
 TensorMap LoraAdapters::Tensors(LoraFormat format) const {
   TensorMap out;
-  for (const auto& [module, m] : targets_) {
-    out[LoraKey(format, prefixes_, module, LoraPart::kA)] = m->lora_a.detach();
-    out[LoraKey(format, prefixes_, module, LoraPart::kB)] = m->lora_b.detach();
+  for (size_t i = 0; i < targets_.size(); ++i) {
+    const LoraLinearImpl* m = targets_[i].second;
+    out[Key(i, format, LoraPart::kA)] = m->lora_a.detach();
+    out[Key(i, format, LoraPart::kB)] = m->lora_b.detach();
     if (format == LoraFormat::kKohya) {
-      out[LoraKey(format, prefixes_, module, LoraPart::kAlpha)] =
+      out[Key(i, format, LoraPart::kAlpha)] =
           torch::tensor(float(alpha_), torch::kFloat32).reshape({});
     }
   }
@@ -162,12 +172,11 @@ TensorMap LoraAdapters::Tensors(LoraFormat format) const {
 
 TensorMap LoraAdapters::Gradients(LoraFormat format) const {
   TensorMap out;
-  for (const auto& [module, m] : targets_) {
+  for (size_t i = 0; i < targets_.size(); ++i) {
+    const LoraLinearImpl* m = targets_[i].second;
     torch::Tensor ga = m->lora_a.grad(), gb = m->lora_b.grad();
-    out[LoraKey(format, prefixes_, module, LoraPart::kA)] =
-        ga.defined() ? ga : torch::zeros_like(m->lora_a);
-    out[LoraKey(format, prefixes_, module, LoraPart::kB)] =
-        gb.defined() ? gb : torch::zeros_like(m->lora_b);
+    out[Key(i, format, LoraPart::kA)] = ga.defined() ? ga : torch::zeros_like(m->lora_a);
+    out[Key(i, format, LoraPart::kB)] = gb.defined() ? gb : torch::zeros_like(m->lora_b);
   }
   return out;
 }

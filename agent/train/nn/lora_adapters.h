@@ -5,8 +5,10 @@
 // path M of a target (its state-dict path, "text_model.encoder.layers.0.self_attn.q_proj"):
 //   PEFT/diffusers: "<peft>.M.lora_A.weight" (A [r,in]), "<peft>.M.lora_B.weight" (B [out,r]);
 //                   alpha from the file's metadata "alpha" (default: alpha = rank).
-//   kohya:          "<kohya>_<M with '.' -> '_'>.lora_down.weight" (A), ".lora_up.weight" (B),
-//                   ".alpha" (F32 scalar; default: alpha = rank).
+//   kohya:          "<kohya>_<K with '.' -> '_'>.lora_down.weight" (A), ".lora_up.weight" (B),
+//                   ".alpha" (F32 scalar; default: alpha = rank), where K is M unless the
+//                   component gives its targets other kohya paths (the SDXL UNet: the LDM
+//                   paths sd-scripts writes, lora_sd/ldm_names.h).
 // y = W x + b + (alpha / r) B (A x); all targets share one rank and one alpha.
 //
 // Contract: adapters are fp32 tensors requiring grad, attached to (not owned by) the targets'
@@ -46,7 +48,8 @@ class LoraAdapters {
   using Targets = std::vector<std::pair<std::string, LoraLinearImpl*>>;  // module path, layer
 
   LoraAdapters() = default;
-  LoraAdapters(LoraPrefixes prefixes, Targets targets);
+  // kohya_paths: the kohya path K of each target, in target order; empty: K = M for all.
+  LoraAdapters(LoraPrefixes prefixes, Targets targets, std::vector<std::string> kohya_paths = {});
 
   // Fresh adapters: A ~ N(0, (1/r)^2) drawn from gen in target order, B = 0.
   Status Attach(int64_t rank, double alpha, torch::Generator gen);
@@ -69,9 +72,12 @@ class LoraAdapters {
 
  private:
   void Set(LoraLinearImpl* m, const torch::Tensor& a, const torch::Tensor& b);
+  // The file key of target i's tensor `part` in `format`.
+  std::string Key(size_t i, LoraFormat format, LoraPart part) const;
 
   LoraPrefixes prefixes_;
   Targets targets_;
+  std::vector<std::string> kohya_paths_;
   int64_t rank_ = 0;
   double alpha_ = 0;
 };

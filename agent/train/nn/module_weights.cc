@@ -1,9 +1,9 @@
 #include "agent/train/nn/module_weights.h"
 
-#include <vector>
-
 namespace gleaner::train {
 namespace {
+
+using Shapes = std::map<std::string, std::vector<int64_t>>;
 
 std::string List(const std::vector<std::string>& keys) {
   std::string s;
@@ -12,38 +12,60 @@ std::string List(const std::vector<std::string>& keys) {
   return s;
 }
 
+// The key check both loaders share: every parameter present, nothing unexpected, shapes and
+// float dtypes right.
+Status CheckKeys(const Shapes& shapes, const TensorMap& weights, const std::string& what,
+                 const std::set<std::string>& ignored) {
+  std::vector<std::string> missing, unexpected, mismatched;
+  for (const auto& [key, shape] : shapes) {
+    if (!weights.count(key)) missing.push_back(key);
+  }
+  for (const auto& [key, value] : weights) {
+    if (ignored.count(key)) continue;
+    auto it = shapes.find(key);
+    if (it == shapes.end()) {
+      unexpected.push_back(key);
+    } else if (value.sizes() != torch::IntArrayRef(it->second)) {
+      mismatched.push_back(key);
+    } else if (!value.is_floating_point()) {
+      mismatched.push_back(key + " (not a float tensor)");
+    }
+  }
+  if (!missing.empty()) return Status::Invalid(what + ": missing keys: " + List(missing));
+  if (!unexpected.empty()) return Status::Invalid(what + ": unexpected keys: " + List(unexpected));
+  if (!mismatched.empty()) {
+    return Status::Invalid(what + ": shape mismatch for: " + List(mismatched));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status LoadModuleWeights(torch::nn::Module& model, const TensorMap& weights,
                          const std::string& what, const std::set<std::string>& ignored) {
   return CatchTorch(what.c_str(), [&]() -> Status {
     auto params = model.named_parameters(/*recurse=*/true);
-    std::vector<std::string> missing, unexpected, mismatched;
-    for (const auto& p : params) {
-      if (!weights.count(p.key())) missing.push_back(p.key());
-    }
-    for (const auto& [key, value] : weights) {
-      if (ignored.count(key)) continue;
-      const torch::Tensor* p = params.find(key);
-      if (p == nullptr) {
-        unexpected.push_back(key);
-      } else if (p->sizes() != value.sizes()) {
-        mismatched.push_back(key);
-      } else if (!value.is_floating_point()) {
-        mismatched.push_back(key + " (not a float tensor)");
-      }
-    }
-    if (!missing.empty()) return Status::Invalid(what + ": missing keys: " + List(missing));
-    if (!unexpected.empty()) {
-      return Status::Invalid(what + ": unexpected keys: " + List(unexpected));
-    }
-    if (!mismatched.empty()) {
-      return Status::Invalid(what + ": shape mismatch for: " + List(mismatched));
-    }
+    Shapes shapes;
+    for (const auto& p : params) shapes[p.key()] = p.value().sizes().vec();
+    GLEANER_RETURN_IF_ERROR(CheckKeys(shapes, weights, what, ignored));
     torch::NoGradGuard no_grad;
     for (auto& p : params) {
       p.value().copy_(weights.at(p.key()));
       p.value().set_requires_grad(false);
+    }
+    return Status::Ok();
+  });
+}
+
+Status LoadHollowModuleWeights(torch::nn::Module& model, const HollowLayout& layout,
+                               const TensorMap& weights, const std::string& what) {
+  return CatchTorch(what.c_str(), [&]() -> Status {
+    GLEANER_RETURN_IF_ERROR(CheckKeys(layout.shapes, weights, what, {}));
+    // Tensor by tensor, so at most one converted tensor exists besides the model at a time.
+    torch::NoGradGuard no_grad;
+    for (auto& p : model.named_parameters(/*recurse=*/true)) {
+      p.value().set_requires_grad(false);
+      p.value().set_data(weights.at(p.key()).to(layout.device, layout.dtype));
     }
     return Status::Ok();
   });

@@ -10,8 +10,10 @@
 
 #include <torch/torch.h>
 
+#include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "agent/train/nn/torch_io.h"
 
@@ -19,5 +21,20 @@ namespace gleaner::train {
 
 Status LoadModuleWeights(torch::nn::Module& model, const TensorMap& weights,
                          const std::string& what, const std::set<std::string>& ignored = {});
+
+// Where a model built without parameter storage keeps its weights, and the shape each parameter
+// will have (by state-dict key).
+struct HollowLayout {
+  std::map<std::string, std::vector<int64_t>> shapes;
+  torch::Device device = torch::kCPU;
+  torch::Dtype dtype = torch::kFloat32;
+};
+
+// The same rule for a model built "hollow" (parameters without storage, so that a large model
+// never exists twice): shapes are checked against `layout`, and each weight is converted to the
+// layout's dtype and device one tensor at a time and becomes the parameter's data, sharing
+// storage with `weights` where no conversion is needed (do not modify them in place afterwards).
+Status LoadHollowModuleWeights(torch::nn::Module& model, const HollowLayout& layout,
+                               const TensorMap& weights, const std::string& what);
 
 }  // namespace gleaner::train

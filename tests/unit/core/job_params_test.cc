@@ -73,10 +73,56 @@ TEST_CASE("lora-sd params: every default, alpha follows rank", "[params]") {
   CHECK_FALSE(NormalizeParams("gan", {{"steps", 1}}).ok());
 }
 
+TEST_CASE("lora-sd params typed: the struct the trainer reads equals the stored JSON", "[params]") {
+  Result<LoraSdParams> p = LoraSdParams::Parse(
+      {{"steps", 300}, {"rank", 16}, {"mixed_precision", "bf16"}, {"adam_beta2", 0.99}});
+  REQUIRE(p.ok());
+  CHECK(p->steps == 300);
+  CHECK(p->rank == 16);
+  CHECK(p->alpha == 16.0);
+  CHECK(p->checkpoint_every == 100);
+  CHECK(p->mixed_precision == "bf16");
+  CHECK(p->adam_beta2 == 0.99);
+  CHECK(p->gradient_checkpointing == false);
+  // Normalising is parsing then serialising, and parsing the result again changes nothing.
+  Json stored = *NormalizeParams(
+      "lora-sd", {{"steps", 300}, {"rank", 16}, {"mixed_precision", "bf16"}, {"adam_beta2", 0.99}});
+  CHECK(p->ToJson() == stored);
+  CHECK(LoraSdParams::Parse(stored)->ToJson() == stored);
+  Result<LoraSdParams> bad = LoraSdParams::Parse({{"steps", 10}, {"warmup_steps", 11}});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message() == "params.warmup_steps must be an integer in [0, 10]");
+}
+
 TEST_CASE("UNet config check", "[params]") {
   CHECK(CheckUnetConfig({{"block_out_channels", {320, 640}}}, "model.config").ok());
   CHECK_FALSE(CheckUnetConfig(Json::object(), "model.config").ok());
   CHECK_FALSE(CheckUnetConfig({{"block_out_channels", Json::array()}}, "c").ok());
   CHECK_FALSE(CheckUnetConfig({{"block_out_channels", {0}}}, "c").ok());
   CHECK_FALSE(CheckUnetConfig(Json::array(), "c").ok());
+}
+
+TEST_CASE("UNet config check: SDXL's text_time sizes must leave a pooled embedding", "[params]") {
+  Json xl = {{"block_out_channels", {320, 640, 1280}},
+             {"addition_embed_type", "text_time"},
+             {"addition_time_embed_dim", 256},
+             {"projection_class_embeddings_input_dim", 2816}};
+  CHECK(CheckUnetConfig(xl, "model.config").ok());
+  Json null_type = {{"block_out_channels", {320}}, {"addition_embed_type", nullptr}};
+  CHECK(CheckUnetConfig(null_type, "model.config").ok());
+  auto message = [](const Json& c) { return CheckUnetConfig(c, "model.config").message(); };
+  Json bad = xl;
+  bad["projection_class_embeddings_input_dim"] = 1536;
+  CHECK(message(bad) ==
+        "model.config.projection_class_embeddings_input_dim (1536) must exceed 6 * "
+        "addition_time_embed_dim (1536): the rest is the size of the pooled text embedding");
+  bad = xl;
+  bad.erase("addition_time_embed_dim");
+  CHECK(message(bad).find("model.config.addition_time_embed_dim") != std::string::npos);
+  bad = xl;
+  bad["addition_embed_type"] = "image";
+  CHECK(message(bad).find("addition_embed_type \"image\" is not supported") != std::string::npos);
+  bad = xl;
+  bad["projection_class_embeddings_input_dim"] = "2816";
+  CHECK_FALSE(CheckUnetConfig(bad, "model.config").ok());
 }

@@ -209,6 +209,43 @@ TEST_CASE("jobs: lora-sd needs uploads of the same developer with matching sha25
   CHECK(url.find("/blobs/" + data_uri.substr(7) + "?m=GET") != std::string::npos);
 }
 
+TEST_CASE("jobs: an SDXL model config that cannot fit its inputs is 400 and changes nothing",
+          "[jobs]") {
+  TestEnv env;
+  std::string dev = env.Developer();
+  auto [model_uri, model_sha] = Upload(env, dev, "unet.safetensors", "weights");
+  auto [data_uri, data_sha] = Upload(env, dev, "data.safetensors", "latents");
+  Json xl = UnetConfig();
+  xl["addition_embed_type"] = "text_time";
+  xl["addition_time_embed_dim"] = 8;
+  xl["projection_class_embeddings_input_dim"] = 80;
+  auto body = [&](const Json& config) {
+    return Json{{"kind", "lora-sd"},
+                {"params", {{"steps", 20}}},
+                {"model", {{"uri", model_uri}, {"sha256", model_sha}, {"config", config}}},
+                {"dataset", {{"uri", data_uri}, {"sha256", data_sha}}}};
+  };
+  std::string before = env.Snapshot();
+  Json no_pooled = xl;  // 6 * 8 = 48 leaves no room for a pooled text embedding
+  no_pooled["projection_class_embeddings_input_dim"] = 48;
+  Json no_time_dim = xl;
+  no_time_dim.erase("addition_time_embed_dim");
+  Json other_type = xl;
+  other_type["addition_embed_type"] = "text_image";
+  for (const Json& config : {no_pooled, no_time_dim, other_type}) {
+    Resp r = env.Post("/v1/jobs", dev, body(config));
+    INFO(config.dump() << " -> " << r.body);
+    CHECK(r.status == 400);
+    CHECK(r.ErrorCode() == "bad_request");
+    CHECK(r.json["error"]["message"].get<std::string>().find("model.config.") == 0);
+  }
+  CHECK(env.Snapshot() == before);
+  // One job kind for both: the same submission with a consistent SDXL config is accepted.
+  Resp ok = env.Post("/v1/jobs", dev, body(xl));
+  CHECK(ok.status == 201);
+  CHECK(ok.json["kind"] == "lora-sd");
+}
+
 TEST_CASE("jobs: bad submissions are 400 and change nothing", "[jobs]") {
   TestEnv env;
   std::string dev = env.Developer();

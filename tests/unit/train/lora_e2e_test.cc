@@ -1,7 +1,7 @@
-// A lora-sd job end to end through the real coordinator and agents, on CPU: model and dataset
-// made by gleaner-train, uploaded, trained across a SIGTERM of the first agent (checkpoint,
-// commit, release, resume on a second agent), result downloaded and compared byte for byte with
-// an uninterrupted local run of the same spec.
+// lora-sd jobs (SD-style and SDXL-shaped) end to end through the real coordinator and agents, on
+// CPU: model and dataset made by gleaner-train, uploaded, trained across a SIGTERM of the first
+// agent (checkpoint, commit, release, resume on a second agent), result downloaded and compared
+// byte for byte with an uninterrupted local run of the same spec.
 #include <signal.h>
 
 #include <set>
@@ -51,15 +51,20 @@ Json Upload(h::HttpClient& dev, const std::string& path) {
   return Json{{"uri", j["uri"]}, {"sha256", sha}};
 }
 
-}  // namespace
-
-TEST_CASE("lora-sd job end to end through coordinator and agents across a SIGTERM",
-          "[lora_sd][e2e]") {
+// The whole story for one tiny job (SD-style, or SDXL-shaped: text_time config, pooled text
+// embeddings and time_ids in the dataset; the same job kind and params).
+void RunEndToEnd(bool sdxl, int64_t steps) {
   TempDir tmp;
-  REQUIRE(RunTrain({"make-model", "--out", tmp / "weights.safetensors", "--seed", "1"},
-                   tmp / "make.log") == 0);
-  REQUIRE(RunTrain({"make-dataset", "--out", tmp / "data.safetensors", "--n", "8", "--size", "8"},
-                   tmp / "make.log") == 0);
+  std::vector<std::string> model_args = {"make-model", "--out", tmp / "weights.safetensors",
+                                         "--seed", "1"};
+  std::vector<std::string> data_args = {
+      "make-dataset", "--out", tmp / "data.safetensors", "--n", "8", "--size", "8"};
+  if (sdxl) {
+    model_args.push_back("--sdxl");
+    data_args.push_back("--sdxl");
+  }
+  REQUIRE(RunTrain(model_args, tmp / "make.log") == 0);
+  REQUIRE(RunTrain(data_args, tmp / "make.log") == 0);
   Result<std::string> cfg_text = ReadFile(tmp / "config.json");
   REQUIRE(cfg_text.ok());
   Json config = *ParseJson(*cfg_text);
@@ -79,7 +84,7 @@ TEST_CASE("lora-sd job end to end through coordinator and agents across a SIGTER
   Json model = Upload(dev, tmp / "weights.safetensors");
   model["config"] = config;
   Json dataset = Upload(dev, tmp / "data.safetensors");
-  Json params = {{"steps", 120},
+  Json params = {{"steps", steps},
                  {"batch_size", 2},
                  {"checkpoint_every", 20},
                  {"learning_rate", 0.003},
@@ -98,7 +103,7 @@ TEST_CASE("lora-sd job end to end through coordinator and agents across a SIGTER
       [&] {
         Json j = job();
         return j.value("state", "") == "running" && j["step"].is_number() &&
-               j["step"].get<int64_t>() >= 30;
+               j["step"].get<int64_t>() >= steps / 4;
       },
       h::Millis(90000), h::Millis(50));
   INFO(a.Log());
@@ -109,7 +114,7 @@ TEST_CASE("lora-sd job end to end through coordinator and agents across a SIGTER
   CHECK(st->clean());
   Json after = job();
   CHECK(after.value("state", "") == "pending");
-  CHECK(after["step"].get<int64_t>() < 120);
+  CHECK(after["step"].get<int64_t>() < steps);
 
   h::AgentProcess b(tmp.path(), "agent-b", coord.url(), *enroll);
   REQUIRE(b.Start(&error));
@@ -135,7 +140,7 @@ TEST_CASE("lora-sd job end to end through coordinator and agents across a SIGTER
   Json spec = {
       {"job_id", id},
       {"kind", "lora-sd"},
-      {"steps", 120},
+      {"steps", steps},
       {"params", params},
       {"inputs", {{"model", tmp / "weights.safetensors"}, {"dataset", tmp / "data.safetensors"}}},
       {"model", {{"config", config}}}};
@@ -148,4 +153,20 @@ TEST_CASE("lora-sd job end to end through coordinator and agents across a SIGTER
     REQUIRE(local.ok());
     CHECK((got[f] == *local));
   }
+  if (sdxl) {  // the kohya file has sd-scripts' SDXL key names
+    CHECK(got["lora.safetensors"].find("lora_unet_input_blocks_3_1_transformer_blocks_0_attn1") !=
+          std::string::npos);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("lora-sd job end to end through coordinator and agents across a SIGTERM",
+          "[lora_sd][e2e]") {
+  RunEndToEnd(/*sdxl=*/false, 120);
+}
+
+TEST_CASE("SDXL-shaped lora-sd job end to end through coordinator and agents across a SIGTERM",
+          "[lora_sd][sdxl][e2e]") {
+  RunEndToEnd(/*sdxl=*/true, 80);
 }

@@ -21,51 +21,8 @@ using namespace gleaner::train::testing;
 
 namespace {
 
-// A tiny model, weights and dataset in a scratch directory, and a spec for them.
-struct TinyJob {
-  TempDir tmp;
-  UNetConfig config = TinyConfig();
-  TinyJob(int64_t n = 8, bool prior = false) {
-    REQUIRE(SaveSafetensors(tmp / "weights.safetensors", RandomWeights(config, 1)).ok());
-    MakeDatasetOptions o;
-    o.n = n;
-    o.size = 8;
-    o.tokens = 4;
-    o.dim = config.cross_attention_dim;
-    o.seed = 7;
-    o.prior = prior;
-    Result<std::string> d = MakeDataset(o);
-    REQUIRE(d.ok());
-    REQUIRE(WriteFileDurable(tmp / "data.safetensors", *d).ok());
-  }
-  Json Spec(Json params) const {
-    return Json{
-        {"job_id", "job-1"},
-        {"kind", "lora-sd"},
-        {"params", std::move(params)},
-        {"inputs", {{"model", tmp / "weights.safetensors"}, {"dataset", tmp / "data.safetensors"}}},
-        {"model", {{"config", UNetConfigToJson(config)}}}};
-  }
-  int Run(const Json& spec, const std::string& work, const std::string& resume = "") const {
-    RunArgs a;
-    a.spec = spec;
-    a.work_dir = work;
-    a.resume_dir = resume;
-    return RunLoraSd(a);
-  }
-};
-
-std::string Bytes(const std::string& path) {
-  Result<std::string> r = ReadFile(path);
-  REQUIRE(r.ok());
-  return *r;
-}
-
-}  // namespace
-
-TEST_CASE("20 steps straight and 10 + resume + 10 give byte-identical LoRA files",
-          "[lora_sd][resume]") {
-  TinyJob job(8, /*prior=*/true);
+void CheckResumeIsExact(bool sdxl) {
+  TinyJob job(8, /*prior=*/true, sdxl);
   // Every stateful feature on: accumulation, warmup + cosine, clipping, prior, min-SNR,
   // noise offset, v-prediction, gradient checkpointing.
   Json params = {{"steps", 20},
@@ -122,16 +79,29 @@ TEST_CASE("20 steps straight and 10 + resume + 10 give byte-identical LoRA files
   CHECK(job.Run(job.Spec(mismatch), job.tmp / "d", ckpt) == kExitFailed);
 }
 
-TEST_CASE("loss decreases on make-dataset data", "[lora_sd][train]") {
+}  // namespace
+
+TEST_CASE("20 steps straight and 10 + resume + 10 give byte-identical LoRA files",
+          "[lora_sd][resume]") {
+  CheckResumeIsExact(/*sdxl=*/false);
+}
+
+TEST_CASE("SDXL-shaped: 20 steps straight and 10 + resume + 10 give byte-identical LoRA files",
+          "[lora_sd][sdxl][resume]") {
+  CheckResumeIsExact(/*sdxl=*/true);
+}
+
+namespace {
+
+void CheckLossDecreases(bool sdxl) {
   constexpr int kSteps = 150;
-  TinyJob job(8);
+  TinyJob job(8, /*prior=*/false, sdxl);
   Result<TensorMap> w = LoadWeights(job.tmp / "weights.safetensors");
   REQUIRE(w.ok());
-  Result<Dataset> data = LoadDataset(job.tmp / "data.safetensors", 4, 32);
+  Result<Dataset> data = LoadDataset(job.tmp / "data.safetensors", job.config);
   REQUIRE(data.ok());
-  Result<TrainParams> p = TrainParams::FromJson(
-      {{"steps", kSteps}, {"batch_size", 4}, {"rank", 8}, {"alpha", 8}, {"learning_rate", 1e-2}},
-      0);
+  Result<LoraSdParams> p = LoraSdParams::Parse(
+      {{"steps", kSteps}, {"batch_size", 4}, {"rank", 8}, {"alpha", 8}, {"learning_rate", 1e-2}});
   REQUIRE(p.ok());
   auto t = Trainer::Create(job.config, *w, std::move(*data), *p);
   REQUIRE(t.ok());
@@ -154,6 +124,16 @@ TEST_CASE("loss decreases on make-dataset data", "[lora_sd][train]") {
   CHECK(last < 0.8 * first);
 }
 
+}  // namespace
+
+TEST_CASE("loss decreases on make-dataset data", "[lora_sd][train]") {
+  CheckLossDecreases(/*sdxl=*/false);
+}
+
+TEST_CASE("SDXL-shaped: loss decreases on make-dataset --sdxl data", "[lora_sd][sdxl][train]") {
+  CheckLossDecreases(/*sdxl=*/true);
+}
+
 TEST_CASE("outputs use the fixture's kohya and PEFT key names and record params",
           "[lora_sd][fixture]") {
   SKIP_WITHOUT_FIXTURE(dir);
@@ -168,27 +148,14 @@ TEST_CASE("outputs use the fixture's kohya and PEFT key names and record params"
   std::string out = OutputDirFor(job.tmp / "w");
   REQUIRE(VerifyCheckpointDir(out).ok());
   std::map<std::string, std::string> meta;
-  Result<TensorMap> kohya = LoadSafetensors(out + "/lora.safetensors", &meta);
-  REQUIRE(kohya.ok());
-  TensorMap ref = MustLoad(dir + "/lora/lora_kohya.safetensors");
-  REQUIRE(kohya->size() == ref.size());
-  for (const auto& [k, v] : ref) {
-    INFO(k);
-    REQUIRE(kohya->count(k));
-    CHECK(kohya->at(k).sizes() == v.sizes());
-  }
+  CheckSameKeysAndShapes(MustLoad(out + "/lora.safetensors", &meta),
+                         MustLoad(dir + "/lora/lora_kohya.safetensors"));
   CHECK(meta.at("ss_network_dim") == "4");
   Result<Json> params = ParseJson(meta.at("gleaner_params"));
   REQUIRE(params.ok());
   CHECK((*params)["steps"] == 2);
-  TensorMap peft = MustLoad(out + "/lora_peft.safetensors");
-  TensorMap pref = MustLoad(dir + "/lora/lora.safetensors");
-  REQUIRE(peft.size() == pref.size());
-  for (const auto& [k, v] : pref) {
-    INFO(k);
-    REQUIRE(peft.count(k));
-    CHECK(peft.at(k).sizes() == v.sizes());
-  }
+  CheckSameKeysAndShapes(MustLoad(out + "/lora_peft.safetensors"),
+                         MustLoad(dir + "/lora/lora.safetensors"));
 }
 
 TEST_CASE("bad inputs and non-finite losses fail the job with a reason", "[lora_sd]") {
@@ -209,29 +176,6 @@ TEST_CASE("bad inputs and non-finite losses fail the job with a reason", "[lora_
   CHECK(::stat((OutputDirFor(job.tmp / "y") + "/lora.safetensors").c_str(), &st) != 0);
 }
 
-namespace {
-
-// Runs the gleaner-train binary; returns its exit code (-signal if killed).
-int RunBin(const std::vector<std::string>& args) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    std::string bin = std::string(GLEANER_BIN_DIR) + "/gleaner-train";
-    argv.push_back(const_cast<char*>(bin.c_str()));
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    int devnull = ::open("/dev/null", O_WRONLY);
-    ::dup2(devnull, 1);
-    ::execv(bin.c_str(), argv.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-}
-
-}  // namespace
-
 TEST_CASE("make-dataset is deterministic and loads", "[lora_sd][cli]") {
   TempDir tmp;
   REQUIRE(RunBin({"make-dataset", "--out", tmp / "a", "--n", "6", "--seed", "3"}) == 0);
@@ -239,30 +183,22 @@ TEST_CASE("make-dataset is deterministic and loads", "[lora_sd][cli]") {
   REQUIRE(RunBin({"make-dataset", "--out", tmp / "c", "--n", "6", "--seed", "4", "--prior"}) == 0);
   CHECK(Bytes(tmp / "a") == Bytes(tmp / "b"));
   CHECK(Bytes(tmp / "a") != Bytes(tmp / "c"));
-  Result<Dataset> d = LoadDataset(tmp / "c", 4, 32);
+  Result<Dataset> d = LoadDataset(tmp / "c", TinyConfig());
   REQUIRE(d.ok());
   CHECK(d->size() == 6);
   CHECK(d->has_prior());
-  CHECK(d->latents.sizes() == torch::IntArrayRef({6, 4, 16, 16}));
+  CHECK(d->instance.latents.sizes() == torch::IntArrayRef({6, 4, 16, 16}));
   CHECK(RunBin({"make-dataset", "--out", tmp / "d", "--size", "12"}) == kExitUsage);
   CHECK(RunBin({"make-dataset", "--n", "3"}) == kExitUsage);
-  CHECK_FALSE(LoadDataset(tmp / "a", 4, 768).ok());
+  UNetConfig wide = TinyConfig();
+  wide.cross_attention_dim = 768;
+  CHECK_FALSE(LoadDataset(tmp / "a", wide).ok());
 }
 
 TEST_CASE("forward CLI reproduces the reference output and gradients", "[lora_sd][cli][fixture]") {
   SKIP_WITHOUT_FIXTURE(dir);
   TempDir tmp;
-  REQUIRE(RunBin({"forward", "--config", dir + "/config.json", "--weights",
-                  dir + "/weights.safetensors", "--inputs", dir + "/inputs.safetensors", "--lora",
-                  dir + "/lora/lora_kohya.safetensors", "--grad-weights",
-                  dir + "/inputs.safetensors", "--out", tmp / "o.safetensors"}) == 0);
-  TensorMap o = MustLoad(tmp / "o.safetensors");
-  CHECK(RelL2(o.at("sample"), MustLoad(dir + "/lora/output.safetensors").at("sample")) <= 1e-5);
-  for (const auto& [k, v] : MustLoad(dir + "/lora/grad.safetensors")) {
-    INFO(k);
-    REQUIRE(o.count(k));
-    CHECK(RelL2(o.at(k), v) <= 1e-4);
-  }
+  CheckForwardCli(dir, dir + "/lora/lora_kohya.safetensors", tmp / "o.safetensors");
   CHECK(RunBin({"forward", "--config", dir + "/config.json"}) == kExitUsage);
   CHECK(
       RunBin({"forward", "--config", dir + "/config.json", "--weights", dir + "/inputs.safetensors",
