@@ -26,6 +26,8 @@ int ForwardMain(int argc, char** argv);
 int MakeDatasetMain(int argc, char** argv);
 // `gleaner-train make-model --out W [--config C] [--seed S]`: random UNet weights.
 int MakeModelMain(int argc, char** argv);
+// `gleaner-train schedule ...` (sampling/schedule_main.cc).
+int ScheduleMain(int argc, char** argv);
 #endif
 
 }  // namespace gleaner::train
