@@ -9,6 +9,7 @@ packages=(
   wasi-libc libc++-14-dev-wasm32 libc++abi-14-dev-wasm32 libclang-rt-14-dev-wasm32
   libcpp-httplib-dev libsqlitecpp-dev libsqlite3-dev sqlite3 libssl-dev openssl
   libcurl4-openssl-dev nlohmann-json3-dev catch2 libtorch-dev
+  libjpeg62-turbo-dev libpng-dev libwebp-dev zlib1g-dev
   nodejs npm jq bsdextrautils
   systemd
   chromium

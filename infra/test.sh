@@ -16,6 +16,6 @@ ctest --output-on-failure -j "${GLEANER_TEST_JOBS:-2}" --timeout 600
 # portable core and the native shell also run there under the sanitizers.
 if [ "${GLEANER_FUZZ_SECONDS:-30}" != 0 ]; then
   GLEANER_FUZZ_BUILD="$root/build-fuzz" bash "$root/tests/fuzz/run.sh" "${GLEANER_FUZZ_SECONDS:-30}"
-  ninja -C "$root/build-fuzz" -j "${GLEANER_BUILD_JOBS:-2}" shared_tests core_tests native_tests
-  for t in shared_tests core_tests native_tests; do "$root/build-fuzz/tests/$t"; done
+  ninja -C "$root/build-fuzz" -j "${GLEANER_BUILD_JOBS:-2}" shared_tests core_tests native_tests images_tests
+  for t in shared_tests core_tests native_tests images_tests; do "$root/build-fuzz/tests/$t"; done
 fi

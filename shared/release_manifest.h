@@ -6,7 +6,7 @@
 //               "artifacts": {"<platform>": {"uri": "...", "length": N, "sha256": "<64 hex>"}}}
 // The signature is Ed25519 over SignedBytes(manifest text): a fixed domain prefix followed by the
 // manifest text exactly as carried in the envelope. The text is parsed only after the signature
-// has been checked by the verifier (agent/supervisor/release_sign.h); this file only parses.
+// has been checked by the verifier (shared/native/release_sign.h); this file only parses.
 //
 // Portable (no exceptions, no I/O, no clock). Parsers are strict: unknown keys, wrong types,
 // out-of-range numbers, bad hex and oversized input are InvalidArgument, never a crash.

@@ -11,7 +11,7 @@
 #include "agent/supervisor/log.h"
 #include "agent/supervisor/owner_gate.h"
 #include "agent/supervisor/state.h"
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 
 namespace gleaner::agent {
 namespace {
@@ -68,7 +68,7 @@ Result<Identity> EnsureIdentity(const AgentConfig& config, CoordinatorApi* api, 
 
 }  // namespace
 
-int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* sd,
+int RunAgent(const AgentConfig& config, net::HttpClient* http, ShutdownState* sd,
              const BetweenJobs& between_jobs) {
   StateDir state(config.state_dir);
   Status s = state.Init();

@@ -8,8 +8,8 @@
 
 #include "agent/supervisor/api.h"
 #include "agent/supervisor/config.h"
-#include "agent/supervisor/http_client.h"
 #include "agent/supervisor/job_runner.h"
+#include "shared/native/http_client.h"
 
 namespace gleaner::agent {
 
@@ -18,7 +18,7 @@ namespace gleaner::agent {
 using BetweenJobs = std::function<void(CoordinatorApi* api, bool after_job)>;
 
 // Returns the process exit code.
-int RunAgent(const AgentConfig& config, HttpClient* http, ShutdownState* shutdown,
+int RunAgent(const AgentConfig& config, net::HttpClient* http, ShutdownState* shutdown,
              const BetweenJobs& between_jobs = nullptr);
 
 }  // namespace gleaner::agent

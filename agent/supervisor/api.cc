@@ -29,7 +29,7 @@ Status StatusFromHttp(int status, const std::string& body) {
   return Status::Invalid(message);
 }
 
-CoordinatorApi::CoordinatorApi(HttpClient* http, std::string base_url)
+CoordinatorApi::CoordinatorApi(net::HttpClient* http, std::string base_url)
     : http_(http), base_(std::move(base_url)) {
   while (!base_.empty() && base_.back() == '/') base_.pop_back();
 }
@@ -40,15 +40,15 @@ std::string CoordinatorApi::Resolve(const std::string& url) const {
 }
 
 Result<Json> CoordinatorApi::Call(const std::string& method, const std::string& path,
-                                  const Json& body, HttpResponse* raw, int timeout_ms) {
-  HttpCall call;
+                                  const Json& body, net::HttpResponse* raw, int timeout_ms) {
+  net::HttpCall call;
   call.timeout_ms = timeout_ms;
   call.method = method;
   call.url = base_ + path;
   call.body = DumpJson(body);
   call.headers.push_back({"Content-Type", "application/json"});
   if (!token_.empty()) call.headers.push_back({"Authorization", "Bearer " + token_});
-  Result<HttpResponse> resp = http_->Send(call);
+  Result<net::HttpResponse> resp = http_->Send(call);
   if (!resp.ok()) {
     if (resp.status().code() == Code::kUnavailable) return resp.status();
     return Status::Unavailable(resp.status().message());
@@ -186,7 +186,7 @@ Result<Assignment> ParseAssignment(const Json& j) {
 
 Result<std::optional<Assignment>> CoordinatorApi::Work(double* retry_after_s) {
   *retry_after_s = 0;
-  HttpResponse raw;
+  net::HttpResponse raw;
   const auto asked_at = std::chrono::steady_clock::now();
   Result<Json> j = Call("POST", "/v1/work", Json::object(), &raw);
   auto ra = raw.headers.find("retry-after");
@@ -274,22 +274,22 @@ Status CoordinatorApi::Release(const std::string& job, int64_t epoch, const std:
 }
 
 Status CoordinatorApi::PutFile(const std::string& url, const std::string& path) {
-  HttpCall call;
+  net::HttpCall call;
   call.method = "PUT";
   call.url = Resolve(url);
   call.upload_file = path;
   call.timeout_ms = 600000;
-  Result<HttpResponse> r = http_->Send(call);
+  Result<net::HttpResponse> r = http_->Send(call);
   if (!r.ok()) return r.status();
   return StatusFromHttp(r->status, r->body);
 }
 
 Status CoordinatorApi::GetFile(const std::string& url, const std::string& path) {
-  HttpCall call;
+  net::HttpCall call;
   call.url = Resolve(url);
   call.download_file = path;
   call.timeout_ms = 600000;
-  Result<HttpResponse> r = http_->Send(call);
+  Result<net::HttpResponse> r = http_->Send(call);
   if (!r.ok()) return r.status();
   return StatusFromHttp(r->status, r->body);
 }

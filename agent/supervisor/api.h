@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/supervisor/http_client.h"
 #include "shared/json.h"
+#include "shared/native/http_client.h"
 
 namespace gleaner::agent {
 
@@ -61,7 +61,7 @@ struct OutputFile {
 
 class CoordinatorApi {
  public:
-  CoordinatorApi(HttpClient* http, std::string base_url);
+  CoordinatorApi(net::HttpClient* http, std::string base_url);
   void SetToken(const std::string& token) { token_ = token; }
 
   struct Registration {
@@ -101,8 +101,8 @@ class CoordinatorApi {
 
  private:
   Result<Json> Call(const std::string& method, const std::string& path, const Json& body,
-                    HttpResponse* raw = nullptr, int timeout_ms = 30000);
-  HttpClient* http_;
+                    net::HttpResponse* raw = nullptr, int timeout_ms = 30000);
+  net::HttpClient* http_;
   std::string base_;
   std::string token_;
 };

@@ -8,8 +8,8 @@
 #include <set>
 #include <vector>
 
-#include "agent/train/common/checkpoint_dir.h"
-#include "agent/train/common/files.h"
+#include "agent/protocol/checkpoint_dir.h"
+#include "shared/native/files.h"
 #include "shared/sha256.h"
 
 namespace gleaner::agent {

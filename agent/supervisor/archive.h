@@ -11,8 +11,8 @@
 
 #include <string>
 
+#include "agent/protocol/trainer_protocol.h"
 #include "shared/status.h"
-#include "shared/trainer_protocol.h"
 
 namespace gleaner::agent {
 

@@ -8,7 +8,7 @@
 #include <atomic>
 #include <vector>
 
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 #include "shared/sha256.h"
 
 namespace gleaner::agent {

@@ -8,7 +8,7 @@
 #include <map>
 #include <vector>
 
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 #include "shared/release_manifest.h"
 
 namespace gleaner::agent {

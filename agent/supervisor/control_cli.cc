@@ -8,8 +8,8 @@
 #include "agent/supervisor/config.h"
 #include "agent/supervisor/control_socket.h"
 #include "agent/supervisor/status_board.h"
-#include "agent/train/common/files.h"
 #include "shared/json.h"
+#include "shared/native/files.h"
 
 namespace gleaner::agent {
 namespace {

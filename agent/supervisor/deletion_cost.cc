@@ -31,7 +31,7 @@ DeletionCostOptions DeletionCostFromEnv() {
   return WithoutTrailingSlash(o);
 }
 
-DeletionCost::DeletionCost(DeletionCostOptions options, HttpClient* http)
+DeletionCost::DeletionCost(DeletionCostOptions options, net::HttpClient* http)
     : options_(WithoutTrailingSlash(std::move(options))), http_(http), wanted_(options_.idle_cost) {
   if (enabled()) thread_ = std::thread([this] { Loop(); });
 }
@@ -81,13 +81,13 @@ void DeletionCost::Loop() {
 }
 
 Status DeletionCost::Put(int64_t cost) {
-  HttpCall call;
+  net::HttpCall call;
   call.method = "PUT";
   call.url = options_.base_url + "/v1/deletion-cost";
   call.headers = {{"Metadata", "true"}, {"Content-Type", "application/json"}};
   call.body = "{\"deletion_cost\":" + std::to_string(cost) + "}";
   call.timeout_ms = options_.timeout_ms;
-  Result<HttpResponse> r = http_->Send(call);
+  Result<net::HttpResponse> r = http_->Send(call);
   if (!r.ok()) return r.status();
   if (r->status / 100 != 2) {
     return Status::Unavailable("IMDS answered HTTP " + std::to_string(r->status));

@@ -19,7 +19,7 @@
 #include <string>
 #include <thread>
 
-#include "agent/supervisor/http_client.h"
+#include "shared/native/http_client.h"
 
 namespace gleaner::agent {
 
@@ -38,7 +38,7 @@ DeletionCostOptions DeletionCostFromEnv();
 class DeletionCost {
  public:
   // Starts the sender thread when options.base_url is set; http must outlive this object.
-  DeletionCost(DeletionCostOptions options, HttpClient* http);
+  DeletionCost(DeletionCostOptions options, net::HttpClient* http);
   // Stops the thread: waits for at most one request in flight (timeout_ms), sends nothing more.
   ~DeletionCost();
   DeletionCost(const DeletionCost&) = delete;
@@ -53,7 +53,7 @@ class DeletionCost {
   Status Put(int64_t cost);
 
   const DeletionCostOptions options_;
-  HttpClient* const http_;
+  net::HttpClient* const http_;
   std::mutex mu_;
   std::condition_variable cv_;
   int64_t wanted_;

@@ -12,14 +12,15 @@
 #include <mutex>
 #include <thread>
 
+#include "agent/protocol/checkpoint_dir.h"
+#include "agent/protocol/trainer_protocol.h"
 #include "agent/supervisor/archive.h"
 #include "agent/supervisor/child_process.h"
+#include "agent/supervisor/job_state.h"
 #include "agent/supervisor/log.h"
 #include "agent/supervisor/retry.h"
 #include "agent/supervisor/uploader.h"
-#include "agent/train/common/checkpoint_dir.h"
-#include "agent/train/common/files.h"
-#include "shared/trainer_protocol.h"
+#include "shared/native/files.h"
 
 namespace gleaner::agent {
 
@@ -45,6 +46,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The steady clock in seconds: the time every JobEvent carries.
+double Seconds(Clock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+double NowS() {
+  return Seconds(Clock::now());
+}
+
 double ShutdownSecondsLeft(const ShutdownState* sd) {
   if (!sd->stop.requested()) return 1e9;
   return std::chrono::duration<double>(sd->deadline - Clock::now()).count();
@@ -67,7 +76,7 @@ class Run {
       const Assignment& job, ShutdownState* shutdown)
       : config_(config),
         api_(api),
-        state_(state),
+        state_dir_(state),
         cache_(cache),
         job_(job),
         sd_(shutdown),
@@ -76,15 +85,30 @@ class Run {
   JobOutcome Go();
 
  private:
-  // Gives up retrying when the lease is lost or the shutdown deadline is near.
-  bool GiveUp() const { return lost_ || canceled_ || SecondsLeft(sd_) < 0.5; }
+  // Every event goes through Apply: the state machine (job_state.h) decides, and Apply carries
+  // out its action. It is the one place that signals the trainer.
+  void Apply(const JobEvent& e);
+  JobEvent Event(JobEvent::Type type) const {
+    JobEvent e;
+    e.type = type;
+    e.at_s = NowS();
+    return e;
+  }
+  // Time passes: the lease may end, a hand-back may ask the trainer to stop.
+  JobEvent Tick() const {
+    JobEvent e = Event(JobEvent::Type::kTick);
+    e.yielding = Yielding(sd_);
+    e.yield_seconds_left = SecondsLeft(sd_);
+    return e;
+  }
+  JobState state() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return state_;
+  }
+  // Gives up retrying when the lease is gone or the shutdown deadline is near.
+  bool GiveUp() const { return ShouldGiveUp(state(), SecondsLeft(sd_)); }
   void HeartbeatLoop();
-  // The lease as this agent knows it: it ends lease_deadline_ (steady clock ticks), a margin
-  // before it could expire on the coordinator. Past it, the trainer is stopped and the job is
-  // treated as lost, so a partitioned agent never trains on a lease someone else may hold.
-  double LeaseSecondsLeft() const;
-  void ExtendLease(Clock::time_point asked_at, double ttl_s);
-  void ExpireLease();
+  double LeaseSecondsLeft() const { return state().lease_end_s - NowS(); }
   double DefaultTtl() const {
     return job_.lease_ttl_s > 0 ? job_.lease_ttl_s : 2 * job_.heartbeat_interval_s;
   }
@@ -96,70 +120,54 @@ class Run {
   // earlier long download), asks the coordinator once for fresh URLs and tries again.
   Status Download(const std::string& what, RemoteObject* obj,
                   const std::function<Status(const RemoteObject&)>& download);
-  JobOutcome Finish(int wait_status, bool interrupted_by_us);
+  // Supervises the trainer until it exits; returns its waitpid status.
+  int Train(ChildProcess* child);
+  JobOutcome Finish(int wait_status);
   JobOutcome Complete();
   JobOutcome ReportFailure(const std::string& reason);
   JobOutcome Release(const std::string& reason);
   JobOutcome Lost();
-  void KillTrainer(int sig);
-  // The release reason when we stopped the trainer (or someone else did).
-  std::string YieldReason(bool interrupted_by_us) const {
+  // The release reason when the trainer stopped with a checkpoint (asked by us or not).
+  std::string YieldReason(bool asked) const {
     if (sd_->stop.requested()) return "agent shutting down";
     if (sd_->hand_back.requested()) return "owner: " + sd_->hand_back.reason();
-    return interrupted_by_us ? "agent shutting down" : "trainer interrupted";
+    return asked ? "agent shutting down" : "trainer interrupted";
   }
 
   const AgentConfig& config_;
   CoordinatorApi* api_;
-  StateDir* state_;
+  StateDir* state_dir_;
   BlobCache* cache_;
   Assignment job_;
   ShutdownState* sd_;
   std::string work_dir_;
 
   std::atomic<int64_t> step_{0};
-  std::mutex mu_;  // guards loss_, stderr_tail_, error_reason_, child_
+  mutable std::mutex mu_;  // guards state_, child_, loss_, stderr_tail_, error_reason_
+  JobState state_;
+  ChildProcess* child_ = nullptr;
   double loss_ = 0;
   bool has_loss_ = false;
   std::deque<std::string> stderr_tail_;
   std::string error_reason_;
-  ChildProcess* child_ = nullptr;
-  std::atomic<bool> lost_{false}, canceled_{false};
-  std::atomic<Clock::rep> lease_deadline_{0};
-  // Set before the final complete/fail/release call: a 409 from a heartbeat racing it is the
-  // coordinator having accepted that call, not a lost lease.
-  std::atomic<bool> finishing_{false};
   StopToken hb_stop_;
   std::unique_ptr<CheckpointUploader> uploader_;
 };
 
-void Run::KillTrainer(int sig) {
+void Run::Apply(const JobEvent& e) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (child_ != nullptr) child_->Signal(sig);
-}
-
-double Run::LeaseSecondsLeft() const {
-  return std::chrono::duration<double>(Clock::time_point(Clock::duration(lease_deadline_)) -
-                                       Clock::now())
-      .count();
-}
-
-void Run::ExtendLease(Clock::time_point asked_at, double ttl_s) {
-  // Stop a little before the lease ends: the trainer must be dead before anyone else may claim
-  // the job (the kill, and the coordinator's claim, take a moment).
-  const double margin = std::min(2.0, ttl_s / 4);
-  lease_deadline_ =
-      std::chrono::duration_cast<Clock::duration>(
-          (asked_at + std::chrono::duration<double>(ttl_s - margin)).time_since_epoch())
-          .count();
-}
-
-void Run::ExpireLease() {
-  if (lost_.exchange(true)) return;
-  Log("job %s: no heartbeat accepted in time and the lease is about to expire: lease lost, "
-      "stopping the trainer",
-      job_.job_id.c_str());
-  KillTrainer(SIGKILL);
+  JobStep step = Step(state_, e);
+  state_ = step.state;
+  if (!step.why.empty()) {
+    const char* context = "";
+    if (step.action == TrainerAction::kCheckpoint) {
+      context = sd_->stop.requested() ? "shutdown requested: " : "handing the job back: ";
+    }
+    Log("job %s: %s%s", job_.job_id.c_str(), context, step.why.c_str());
+  }
+  if (step.action != TrainerAction::kNone && child_ != nullptr) {
+    child_->Signal(step.action == TrainerAction::kKill ? SIGKILL : SIGTERM);
+  }
 }
 
 void Run::HeartbeatLoop() {
@@ -176,8 +184,8 @@ void Run::HeartbeatLoop() {
   double wait = cadence();
   while (true) {
     if (hb_stop_.WaitFor(std::max(0.0, std::min(wait, LeaseSecondsLeft())))) return;
-    if (finishing_) return;
-    if (LeaseSecondsLeft() <= 0) return ExpireLease();
+    Apply(Tick());
+    if (state().finishing || !state().held()) return;
     double loss;
     bool has_loss;
     {
@@ -185,7 +193,7 @@ void Run::HeartbeatLoop() {
       loss = loss_;
       has_loss = has_loss_;
     }
-    const Clock::time_point asked_at = Clock::now();
+    JobEvent renewed = Event(JobEvent::Type::kLeaseRenewed);  // at_s: when it was asked
     // Never wait for a reply past the lease's end, and leave time for a retry when the
     // lease allows it (a call stuck on a dead connection must not use up the whole lease).
     const double left = LeaseSecondsLeft();
@@ -193,13 +201,11 @@ void Run::HeartbeatLoop() {
         1000 * std::clamp(std::min(left, std::max(1.0, std::min(interval, left / 2))), 0.1, 30.0));
     Result<HeartbeatReply> r =
         api_->Heartbeat(job_.job_id, job_.epoch, step_, loss, has_loss, timeout_ms);
-    if (finishing_) return;
+    if (state().finishing) return;
     if (!r.ok()) {
       if (r.status().code() == Code::kConflict) {
-        Log("job %s: heartbeat refused (%s): lease lost, stopping the trainer", job_.job_id.c_str(),
-            r.status().message().c_str());
-        lost_ = true;
-        KillTrainer(SIGKILL);
+        Log("job %s: heartbeat refused (%s)", job_.job_id.c_str(), r.status().message().c_str());
+        Apply(Event(JobEvent::Type::kLeaseRefused));
         return;
       }
       Log("job %s: heartbeat failed: %s", job_.job_id.c_str(), r.status().ToString().c_str());
@@ -207,14 +213,12 @@ void Run::HeartbeatLoop() {
       continue;
     }
     if (r->cancel) {
-      Log("job %s: canceled by the coordinator, stopping the trainer", job_.job_id.c_str());
-      canceled_ = true;
-      KillTrainer(SIGKILL);
+      Apply(Event(JobEvent::Type::kCanceled));
       return;
     }
-    ExtendLease(asked_at, r->ttl_s > 0 ? r->ttl_s : DefaultTtl());
-    wait =
-        std::max(0.0, cadence() - std::chrono::duration<double>(Clock::now() - asked_at).count());
+    renewed.ttl_s = r->ttl_s > 0 ? r->ttl_s : DefaultTtl();
+    Apply(renewed);
+    wait = std::max(0.0, cadence() - (NowS() - renewed.at_s));
   }
 }
 
@@ -273,9 +277,8 @@ Status Run::Download(const std::string& what, RemoteObject* obj,
       },
       give_up, &sd_->stop);
   if (asked.code() == Code::kConflict) {
-    Log("job %s: fresh URLs refused (%s): lease lost", job_.job_id.c_str(),
-        asked.message().c_str());
-    lost_ = true;
+    Log("job %s: fresh URLs refused (%s)", job_.job_id.c_str(), asked.message().c_str());
+    Apply(Event(JobEvent::Type::kLeaseRefused));
   }
   if (!asked.ok()) return asked;
   for (const RemoteObject& in : fresh->inputs) {
@@ -322,7 +325,7 @@ std::string Run::PrepareResume() {
     }
   }
   files::RemoveTree(archive);
-  if (!s.ok() && (sd_->stop.requested() || lost_ || canceled_)) return "";  // Go() stops next
+  if (!s.ok() && (sd_->stop.requested() || !state().held())) return "";  // Go() stops next
   if (!s.ok()) {
     Log("job %s: resume checkpoint step %lld failed verification (%s); starting from scratch",
         job_.job_id.c_str(), static_cast<long long>(job_.resume_step), s.ToString().c_str());
@@ -337,20 +340,22 @@ std::string Run::PrepareResume() {
 }
 
 JobOutcome Run::Lost() {
-  if (!canceled_) Log("job %s: lease lost; discarding local work", job_.job_id.c_str());
+  const bool canceled = state().lease == JobState::Lease::kCanceled;
+  if (!canceled) Log("job %s: lease lost; discarding local work", job_.job_id.c_str());
   if (uploader_) uploader_->Abort();
-  state_->ClearCurrentJob();
+  state_dir_->ClearCurrentJob();
   files::RemoveTree(work_dir_);
-  return canceled_ ? JobOutcome::kCanceled : JobOutcome::kLost;
+  return canceled ? JobOutcome::kCanceled : JobOutcome::kLost;
 }
 
 JobOutcome Run::Release(const std::string& reason) {
   if (uploader_ && !uploader_->Drain(std::max(0.1, SecondsLeft(sd_) - 1.0))) {
     Log("job %s: checkpoint upload not finished before the deadline", job_.job_id.c_str());
   }
-  if (uploader_ && uploader_->lease_lost()) return Lost();
+  if (uploader_ && uploader_->lease_lost()) Apply(Event(JobEvent::Type::kLeaseRefused));
+  if (!state().held()) return Lost();
   if (uploader_) sd_->board.Progress(step_, uploader_->last_committed());
-  finishing_ = true;
+  Apply(Event(JobEvent::Type::kFinishing));
   Status s = Retry(
       "release", [&] { return api_->Release(job_.job_id, job_.epoch, reason); },
       [this] { return GiveUp(); }, nullptr, 1.0);
@@ -359,7 +364,7 @@ JobOutcome Run::Release(const std::string& reason) {
     Log("job %s: release failed: %s", job_.job_id.c_str(), s.ToString().c_str());
     return JobOutcome::kAbandoned;  // pending uploads stay recorded for the next start
   }
-  state_->ClearCurrentJob();
+  state_dir_->ClearCurrentJob();
   Log("job %s: released at step %lld (last committed checkpoint %lld)", job_.job_id.c_str(),
       static_cast<long long>(step_.load()),
       static_cast<long long>(uploader_ ? uploader_->last_committed() : -1));
@@ -371,11 +376,11 @@ JobOutcome Run::ReportFailure(const std::string& reason) {
   // Checkpoints already written help the next node: give them a moment.
   if (uploader_) uploader_->Drain(std::min(10.0, std::max(0.1, SecondsLeft(sd_) - 1.0)));
   if (uploader_) uploader_->Abort();
-  finishing_ = true;
+  Apply(Event(JobEvent::Type::kFinishing));
   Status s = Retry(
       "fail", [&] { return api_->Fail(job_.job_id, job_.epoch, reason.substr(0, 4000)); },
       [this] { return GiveUp(); }, &sd_->stop);
-  state_->ClearCurrentJob();
+  state_dir_->ClearCurrentJob();
   files::RemoveTree(work_dir_);
   if (s.code() == Code::kConflict) return Lost();
   return JobOutcome::kFailed;
@@ -403,7 +408,10 @@ JobOutcome Run::Complete() {
           [&] { return api_->PutFile(url, files::Join(out_dir, f.name)); },
           [this] { return GiveUp(); }, nullptr);
     }
-    if (s.code() == Code::kConflict) return Lost();
+    if (s.code() == Code::kConflict) {
+      Apply(Event(JobEvent::Type::kLeaseRefused));
+      return Lost();
+    }
     if (!s.ok()) {
       Log("job %s: output %s not uploaded: %s", job_.job_id.c_str(), f.name.c_str(),
           s.ToString().c_str());
@@ -411,7 +419,7 @@ JobOutcome Run::Complete() {
     }
     outputs.push_back(OutputFile{f.name, f.sha256, f.size});
   }
-  finishing_ = true;
+  Apply(Event(JobEvent::Type::kFinishing));
   Status s = Retry(
       "complete", [&] { return api_->Complete(job_.job_id, job_.epoch, outputs); },
       [this] { return GiveUp(); }, nullptr);
@@ -420,22 +428,26 @@ JobOutcome Run::Complete() {
     Log("job %s: complete not accepted: %s", job_.job_id.c_str(), s.ToString().c_str());
     return JobOutcome::kAbandoned;
   }
-  state_->ClearCurrentJob();
+  state_dir_->ClearCurrentJob();
   files::RemoveTree(work_dir_);
   Log("job %s: completed (%zu output files)", job_.job_id.c_str(), outputs.size());
   return JobOutcome::kCompleted;
 }
 
-JobOutcome Run::Finish(int wait_status, bool interrupted_by_us) {
-  if (lost_ || canceled_ || (uploader_ && uploader_->lease_lost())) return Lost();
-  if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kExitDone) return Complete();
-  if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kExitInterrupted) {
-    // Interrupted with a checkpoint: by us, or by a signal sent to every process of the
-    // service at once. Never the job's fault.
-    return Release(YieldReason(interrupted_by_us));
-  }
-  if (interrupted_by_us && Yielding(sd_) && !WIFEXITED(wait_status)) {
-    return Release(YieldReason(true) + " (trainer did not checkpoint in time)");
+JobOutcome Run::Finish(int wait_status) {
+  const JobState s = state();
+  switch (s.verdict) {
+    case JobState::Verdict::kDiscard:
+      return Lost();
+    case JobState::Verdict::kComplete:
+      return Complete();
+    case JobState::Verdict::kRelease:
+      return Release(YieldReason(s.yielded));
+    case JobState::Verdict::kReleaseLate:
+      return Release(YieldReason(true) + " (trainer did not checkpoint in time)");
+    case JobState::Verdict::kFail:
+    case JobState::Verdict::kNone:
+      break;
   }
   std::string reason = "trainer " + DescribeWaitStatus(wait_status);
   {
@@ -449,6 +461,32 @@ JobOutcome Run::Finish(int wait_status, bool interrupted_by_us) {
   return ReportFailure(reason);
 }
 
+int Run::Train(ChildProcess* child) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    child_ = child;
+  }
+  Apply(Event(JobEvent::Type::kTrainerStarted));
+  sd_->board.TrainerStarted();
+  int wait_status = 0;
+  while (!child->WaitFor(100, &wait_status)) {
+    sd_->board.Progress(step_, uploader_->last_committed());
+    // The heartbeat thread ends the lease on time; this also covers a heartbeat call that is
+    // itself stuck past that moment, and hands the job back when asked.
+    Apply(Tick());
+  }
+  sd_->board.TrainerStopped();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    child_ = nullptr;
+  }
+  if (uploader_->lease_lost()) Apply(Event(JobEvent::Type::kLeaseRefused));
+  JobEvent exited = Event(JobEvent::Type::kTrainerExited);
+  exited.exit_code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
+  Apply(exited);
+  return wait_status;
+}
+
 JobOutcome Run::Go() {
   Log("job %s: epoch %lld, kind %s, %lld steps%s", job_.job_id.c_str(),
       static_cast<long long>(job_.epoch), job_.kind.c_str(), static_cast<long long>(job_.steps),
@@ -456,14 +494,17 @@ JobOutcome Run::Go() {
   sd_->board.JobStarted(job_.job_id, job_.epoch, job_.steps, job_.resume_step);
   files::RemoveTree(work_dir_);
   Status s = files::MakeDirs(work_dir_, 0700);
-  if (s.ok()) s = state_->SaveCurrentJob(CurrentJob{job_.job_id, job_.epoch, {}});
+  if (s.ok()) s = state_dir_->SaveCurrentJob(CurrentJob{job_.job_id, job_.epoch, {}});
   if (!s.ok()) {
     Log("job %s: cannot prepare the work directory: %s", job_.job_id.c_str(), s.ToString().c_str());
     // Not the job's fault: hand it back.
     api_->Release(job_.job_id, job_.epoch, "node storage error");
     return JobOutcome::kReleased;
   }
-  ExtendLease(job_.leased_at == Clock::time_point{} ? Clock::now() : job_.leased_at, DefaultTtl());
+  JobEvent claimed = Event(JobEvent::Type::kLeaseRenewed);
+  if (job_.leased_at != Clock::time_point{}) claimed.at_s = Seconds(job_.leased_at);
+  claimed.ttl_s = DefaultTtl();
+  Apply(claimed);
   std::thread heartbeat([this] { HeartbeatLoop(); });
   struct Joiner {
     StopToken* stop;
@@ -476,13 +517,13 @@ JobOutcome Run::Go() {
 
   Json inputs = Json::object();
   s = PrepareInputs(&inputs);
-  if (lost_ || canceled_) return Lost();
+  if (!state().held()) return Lost();
   if (!s.ok()) {
     if (IsTransient(s)) return Release("inputs unavailable: " + s.message());
     return ReportFailure(s.message());
   }
   std::string resume_dir = PrepareResume();
-  if (lost_ || canceled_) return Lost();
+  if (!state().held()) return Lost();
   if (Yielding(sd_)) return Release(YieldReason(true));
 
   Json spec = {{"job_id", job_.job_id}, {"kind", job_.kind},   {"params", job_.params},
@@ -492,7 +533,7 @@ JobOutcome Run::Go() {
   s = files::WriteDurable(spec_path, DumpJson(spec));
   if (!s.ok()) return Release("node storage error: " + s.message());
 
-  uploader_.reset(new CheckpointUploader(api_, state_, job_.job_id, job_.epoch, work_dir_,
+  uploader_.reset(new CheckpointUploader(api_, state_dir_, job_.job_id, job_.epoch, work_dir_,
                                          config_.keep_checkpoints));
   std::vector<std::string> argv = {config_.trainer, "run",        "--spec",
                                    spec_path,       "--work-dir", work_dir_};
@@ -504,37 +545,9 @@ JobOutcome Run::Go() {
       argv, [this](const std::string& l) { OnStdout(l); },
       [this](const std::string& l) { OnStderr(l); });
   if (!child.ok()) return ReportFailure("cannot start the trainer: " + child.status().message());
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    child_ = child->get();
-  }
-  sd_->board.TrainerStarted();
-  bool forwarded = false, killed = false;
-  int wait_status = 0;
-  while (!(*child)->WaitFor(100, &wait_status)) {
-    sd_->board.Progress(step_, uploader_->last_committed());
-    // The heartbeat thread stops the trainer when the lease runs out; this covers a heartbeat
-    // call that is itself stuck past that moment.
-    if (!lost_ && LeaseSecondsLeft() <= 0) ExpireLease();
-    if (Yielding(sd_) && !forwarded) {
-      Log("job %s: %s: asking the trainer to checkpoint", job_.job_id.c_str(),
-          sd_->stop.requested() ? "shutdown requested" : "handing the job back");
-      (*child)->Signal(SIGTERM);
-      forwarded = true;
-    }
-    if (forwarded && !killed && SecondsLeft(sd_) < 2.0) {
-      Log("job %s: trainer did not stop in time: killing it", job_.job_id.c_str());
-      (*child)->Signal(SIGKILL);
-      killed = true;
-    }
-  }
-  sd_->board.TrainerStopped();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    child_ = nullptr;
-  }
+  int wait_status = Train(child->get());
   child->reset();
-  return Finish(wait_status, forwarded);
+  return Finish(wait_status);
 }
 
 }  // namespace
@@ -558,44 +571,22 @@ void RecoverPendingJob(CoordinatorApi* api, StateDir* state, const ShutdownState
   const CurrentJob& job = **cur;
   Log("job %s: found from a previous run (epoch %lld, %zu pending uploads)", job.job_id.c_str(),
       static_cast<long long>(job.epoch), job.pending.size());
-  // Only a shutdown cuts recovery short (not the owner controls: the job is released anyway).
-  auto give_up = [shutdown] { return ShutdownSecondsLeft(shutdown) < 0.5; };
+  // Through the uploader's own path for archives packed before the restart: each is checked
+  // against its record, then URL, PUT and commit. Only a shutdown cuts it short (not the owner
+  // controls: the job is released anyway).
   bool lost = false;
-  for (const PendingUpload& p : job.pending) {
-    if (lost) break;
-    Result<files::FileDigest> d = files::Digest(p.archive);
-    if (!d.ok() || d->sha256 != p.sha256 || d->size != p.size) {
-      Log("job %s: pending checkpoint %lld is damaged on disk; dropping it", job.job_id.c_str(),
-          static_cast<long long>(p.step));
-      continue;
+  if (!job.pending.empty()) {
+    CheckpointUploader uploader(api, state, job.job_id, job.epoch,
+                                state->JobDir(job.job_id, job.epoch), /*keep=*/1);
+    for (const PendingUpload& p : job.pending) uploader.EnqueuePacked(p);
+    while (!uploader.Drain(0.2)) {
+      if (ShutdownSecondsLeft(shutdown) < 0.5) {
+        uploader.Abort();
+        break;
+      }
     }
-    std::string url;
-    Status s = Retry(
-        "checkpoint url",
-        [&] {
-          Result<std::string> u = api->CreateCheckpoint(job.job_id, job.epoch, p.step);
-          if (u.ok()) url = *u;
-          return u.status();
-        },
-        give_up, &shutdown->stop);
-    if (s.ok()) {
-      s = Retry(
-          "checkpoint upload", [&] { return api->PutFile(url, p.archive); }, give_up,
-          &shutdown->stop);
-    }
-    if (s.ok()) {
-      s = Retry(
-          "checkpoint commit",
-          [&] { return api->CommitCheckpoint(job.job_id, job.epoch, p.step, p.sha256, p.size); },
-          give_up, &shutdown->stop);
-    }
-    if (s.code() == Code::kConflict) {
-      Log("job %s: lease no longer held; dropping pending uploads", job.job_id.c_str());
-      lost = true;
-    } else if (s.ok()) {
-      Log("job %s: pending checkpoint step %lld committed", job.job_id.c_str(),
-          static_cast<long long>(p.step));
-    }
+    lost = uploader.lease_lost();
+    if (lost) Log("job %s: lease no longer held; dropping pending uploads", job.job_id.c_str());
   }
   if (!lost) {
     Status s = api->Release(job.job_id, job.epoch, "agent restarted");

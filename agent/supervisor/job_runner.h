@@ -3,6 +3,11 @@
 // heartbeats on their own thread, checkpoint uploads in the background, then complete / fail /
 // release. The trainer crashing never takes the agent with it.
 //
+// What happens to the lease and the trainer, and the verdict at the end, is decided in one place:
+// the pure state machine of job_state.h. The runner's threads only report what they see
+// (heartbeat replies, time passing, the trainer's exit) and carry out its one action, which is
+// also the only place the trainer is signalled.
+//
 // Threads: Run() blocks the caller; it starts a heartbeat thread and an uploader thread and the
 // child's reader threads, and joins them all before returning.
 #pragma once
@@ -41,8 +46,9 @@ struct ShutdownState {
 JobOutcome RunJob(const AgentConfig& config, CoordinatorApi* api, StateDir* state, BlobCache* cache,
                   const Assignment& job, ShutdownState* shutdown);
 
-// After a restart: finishes checkpoint uploads recorded in the state dir if the lease is still
-// held (409 drops them), releases that job so it is re-queued at once, clears the record.
+// After a restart: finishes the checkpoint uploads recorded in the state dir through the
+// CheckpointUploader's own path (409: the lease is gone, they are dropped), releases that job so
+// it is re-queued at once, clears the record.
 void RecoverPendingJob(CoordinatorApi* api, StateDir* state, const ShutdownState* shutdown);
 
 }  // namespace gleaner::agent

@@ -15,11 +15,12 @@
 #include "agent/supervisor/agent.h"
 #include "agent/supervisor/config.h"
 #include "agent/supervisor/control_cli.h"
-#include "agent/supervisor/curl_http.h"
 #include "agent/supervisor/log.h"
 #include "agent/supervisor/self_test.h"
 #include "agent/supervisor/self_update.h"
+#include "shared/native/curl_http.h"
 
+using namespace gleaner;
 using namespace gleaner::agent;
 
 int main(int argc, char** argv) {
@@ -37,7 +38,7 @@ int main(int argc, char** argv) {
   config->version = GLEANER_AGENT_VERSION;  // a test build's version
 #endif
   if (config->self_test) {
-    CurlHttpClient http(CurlOptions{config->ca_file});
+    net::CurlHttpClient http(net::CurlOptions{config->ca_file});
     int rc = RunSelfTest(*config, &http);
     std::fflush(nullptr);
     return rc;
@@ -70,7 +71,7 @@ int main(int argc, char** argv) {
     _exit(1);
   }).detach();
 
-  CurlHttpClient http(CurlOptions{config->ca_file});
+  net::CurlHttpClient http(net::CurlOptions{config->ca_file});
   gleaner::Result<std::unique_ptr<SelfUpdate>> updater =
       SelfUpdate::Create(*config, std::vector<std::string>(argv + 1, argv + argc), &http);
   if (!updater.ok()) {

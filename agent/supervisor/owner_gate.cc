@@ -1,8 +1,8 @@
 #include "agent/supervisor/owner_gate.h"
 
 #include "agent/supervisor/log.h"
-#include "agent/train/common/files.h"
 #include "shared/json.h"
+#include "shared/native/files.h"
 
 namespace gleaner::agent {
 

@@ -11,7 +11,7 @@
 
 #include "agent/supervisor/gpu.h"
 #include "agent/supervisor/log.h"
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 
 namespace gleaner::agent {
 namespace {

@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "agent/protocol/checkpoint_dir.h"
 #include "agent/supervisor/child_process.h"
 #include "agent/supervisor/log.h"
-#include "agent/train/common/checkpoint_dir.h"
-#include "agent/train/common/files.h"
 #include "agent/train/synthetic/synthetic.h"
 #include "shared/json.h"
+#include "shared/native/files.h"
 
 namespace gleaner::agent {
 namespace {
@@ -21,13 +21,13 @@ constexpr int kHealthTimeoutMs = 10000;
 constexpr int kTrainerTimeoutMs = 30000;
 constexpr int64_t kSteps = 3;
 
-Status ReachCoordinator(const AgentConfig& config, HttpClient* http) {
-  HttpCall call;
+Status ReachCoordinator(const AgentConfig& config, net::HttpClient* http) {
+  net::HttpCall call;
   call.url = config.coordinator;
   while (!call.url.empty() && call.url.back() == '/') call.url.pop_back();
   call.url += "/healthz";
   call.timeout_ms = kHealthTimeoutMs;
-  Result<HttpResponse> r = http->Send(call);
+  Result<net::HttpResponse> r = http->Send(call);
   if (!r.ok()) return Status::Unavailable("coordinator unreachable: " + r.status().message());
   if (r->status != 200) {
     return Status::Unavailable("coordinator /healthz answered " + std::to_string(r->status));
@@ -71,7 +71,7 @@ Status TinyJob(const AgentConfig& config, const std::string& dir) {
 
 }  // namespace
 
-int RunSelfTest(const AgentConfig& config, HttpClient* http) {
+int RunSelfTest(const AgentConfig& config, net::HttpClient* http) {
   Log("self-test of version %s", config.version.c_str());
   Status s = ReachCoordinator(config, http);
   if (s.ok()) {

@@ -6,11 +6,11 @@
 #pragma once
 
 #include "agent/supervisor/config.h"
-#include "agent/supervisor/http_client.h"
+#include "shared/native/http_client.h"
 
 namespace gleaner::agent {
 
 // Returns the process exit code: 0 healthy, 1 not (one line on stderr saying why).
-int RunSelfTest(const AgentConfig& config, HttpClient* http);
+int RunSelfTest(const AgentConfig& config, net::HttpClient* http);
 
 }  // namespace gleaner::agent

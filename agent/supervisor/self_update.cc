@@ -14,7 +14,7 @@
 
 #include "agent/supervisor/child_process.h"
 #include "agent/supervisor/log.h"
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 
 #ifndef GLEANER_PINNED_RELEASE_KEYS
 #define GLEANER_PINNED_RELEASE_KEYS ""
@@ -68,7 +68,7 @@ const char* ReleasePlatform() {
 
 Result<std::unique_ptr<SelfUpdate>> SelfUpdate::Create(const AgentConfig& config,
                                                        std::vector<std::string> args,
-                                                       HttpClient* http) {
+                                                       net::HttpClient* http) {
   Result<release::KeyRing> ring = LoadKeys(config.release_keys);
   if (!ring.ok()) return ring.status();
   if (!release::ParseVersion(config.version).ok()) {
@@ -80,8 +80,8 @@ Result<std::unique_ptr<SelfUpdate>> SelfUpdate::Create(const AgentConfig& config
       new SelfUpdate(config, std::move(args), http, std::move(ring.value())));
 }
 
-SelfUpdate::SelfUpdate(const AgentConfig& config, std::vector<std::string> args, HttpClient* http,
-                       release::KeyRing ring)
+SelfUpdate::SelfUpdate(const AgentConfig& config, std::vector<std::string> args,
+                       net::HttpClient* http, release::KeyRing ring)
     : config_(config), args_(std::move(args)), http_(http), enabled_(!ring.empty()) {
   UpdaterDeps deps;
   deps.now_s = [] { return int64_t(std::time(nullptr)); };
@@ -195,7 +195,7 @@ void SelfUpdate::BetweenJobs(CoordinatorApi* api, bool after_job) {
 
 Status SelfUpdate::Download(const std::string& uri,
                             const std::function<bool(std::string_view)>& sink) {
-  HttpCall call;
+  net::HttpCall call;
   call.url = uri;
   call.timeout_ms = kDownloadTimeoutMs;
   int64_t total = 0;
@@ -208,7 +208,7 @@ Status SelfUpdate::Download(const std::string& uri,
     }
     return sink(chunk);
   };
-  Result<HttpResponse> r = http_->Send(call);
+  Result<net::HttpResponse> r = http_->Send(call);
   if (!r.ok()) return r.status();
   if (capped) return Status::Corruption("download exceeds the hard cap of 512 MiB");
   if (r->status != 200) {

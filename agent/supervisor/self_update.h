@@ -26,8 +26,8 @@
 
 #include "agent/supervisor/api.h"
 #include "agent/supervisor/config.h"
-#include "agent/supervisor/http_client.h"
 #include "agent/supervisor/updater.h"
+#include "shared/native/http_client.h"
 
 namespace gleaner::agent {
 
@@ -40,7 +40,7 @@ class SelfUpdate {
   // kInvalidArgument when --release-keys cannot be read or holds a bad key.
   static Result<std::unique_ptr<SelfUpdate>> Create(const AgentConfig& config,
                                                     std::vector<std::string> args,
-                                                    HttpClient* http);
+                                                    net::HttpClient* http);
 
   // See above. Returns when this binary is the one to run (it may exec another instead).
   void AtStart();
@@ -49,7 +49,7 @@ class SelfUpdate {
   void BetweenJobs(CoordinatorApi* api, bool after_job);
 
  private:
-  SelfUpdate(const AgentConfig& config, std::vector<std::string> args, HttpClient* http,
+  SelfUpdate(const AgentConfig& config, std::vector<std::string> args, net::HttpClient* http,
              release::KeyRing ring);
   // args_ with --trainer pinned to the resolved trainer (the new binary lives elsewhere).
   std::vector<std::string> PassedArgs() const;
@@ -59,7 +59,7 @@ class SelfUpdate {
 
   AgentConfig config_;
   std::vector<std::string> args_;
-  HttpClient* http_;
+  net::HttpClient* http_;
   bool enabled_;
   std::unique_ptr<Updater> updater_;
   std::chrono::steady_clock::time_point started_, next_check_;

@@ -2,8 +2,8 @@
 
 #include <cstdlib>
 
-#include "agent/train/common/files.h"
 #include "shared/json.h"
+#include "shared/native/files.h"
 #include "shared/sha256.h"
 
 namespace gleaner::agent {
@@ -140,10 +140,10 @@ Status StateDir::RemovePending(const std::string& job_id, int64_t epoch, int64_t
   return SaveCurrentJob(job);
 }
 
-std::string DetectMachineId() {
+std::string DetectMachineId(const std::string& machine_id_file) {
   const char* salad = std::getenv("SALAD_MACHINE_ID");
   if (salad != nullptr && *salad != '\0') return salad;
-  Result<std::string> text = files::ReadAll("/etc/machine-id", 4096);
+  Result<std::string> text = files::ReadAll(machine_id_file, 4096);
   std::string raw = text.ok() ? *text : "";
   while (!raw.empty() && (raw.back() == '\n' || raw.back() == ' ')) raw.pop_back();
   if (raw.empty()) return "";

@@ -62,8 +62,8 @@ class StateDir {
   std::mutex mu_;
 };
 
-// SALAD_MACHINE_ID, else a hash of /etc/machine-id (never the raw id); "" when neither exists.
-// (--machine-id / GLEANER_MACHINE_ID override this in the config.)
-std::string DetectMachineId();
+// SALAD_MACHINE_ID, else a hash of the machine id file (never the raw id); "" when neither
+// exists. (--machine-id / GLEANER_MACHINE_ID override this in the config.)
+std::string DetectMachineId(const std::string& machine_id_file = "/etc/machine-id");
 
 }  // namespace gleaner::agent

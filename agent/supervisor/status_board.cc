@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "agent/supervisor/log.h"
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 
 namespace gleaner::agent {
 

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 #include "shared/sha256.h"
 
 namespace gleaner::agent {

@@ -20,7 +20,7 @@
 #include <optional>
 #include <string>
 
-#include "agent/supervisor/release_sign.h"
+#include "shared/native/release_sign.h"
 
 namespace gleaner::agent {
 

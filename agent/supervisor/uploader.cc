@@ -1,10 +1,10 @@
 #include "agent/supervisor/uploader.h"
 
+#include "agent/protocol/checkpoint_dir.h"
 #include "agent/supervisor/archive.h"
 #include "agent/supervisor/log.h"
 #include "agent/supervisor/retry.h"
-#include "agent/train/common/checkpoint_dir.h"
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 
 namespace gleaner::agent {
 
@@ -106,6 +106,13 @@ Status CheckpointUploader::Upload(Item* item) {
     if (!d.ok()) return d.status();
     item->packed = PendingUpload{item->step, archive, d->sha256, d->size};
     GLEANER_RETURN_IF_ERROR(state_->AddPending(job_id_, epoch_, item->packed));
+  } else {
+    // Packed before a restart: it must still be the archive that was recorded.
+    Result<files::FileDigest> d = files::Digest(item->packed.archive);
+    if (!d.ok() || d->sha256 != item->packed.sha256 || d->size != item->packed.size) {
+      return Status::Corruption("the packed archive " + item->packed.archive +
+                                " is damaged on disk; dropping it");
+    }
   }
   const PendingUpload& p = item->packed;
   auto give_up = [this] { return abort_.requested(); };

@@ -30,7 +30,8 @@ class CheckpointUploader {
 
   // Queues checkpoint directory `dir` for `step` (steps must increase).
   void Enqueue(int64_t step, const std::string& dir);
-  // Queues an already packed archive (recovery after a restart).
+  // Queues an archive packed before a restart (recovery): it is uploaded only if it still has
+  // the recorded size and sha256, else dropped.
   void EnqueuePacked(const PendingUpload& p);
   // Waits until everything queued is committed or dropped, at most timeout_s. True if drained.
   bool Drain(double timeout_s);

@@ -1,4 +1,4 @@
-// Job kinds that gleaner-train can run, behind the contract in shared/trainer_protocol.h.
+// Job kinds that gleaner-train can run, behind the contract in agent/protocol/trainer_protocol.h.
 // Each kind is one entry point; kinds that need libtorch are compiled only with
 // GLEANER_WITH_TORCH (and live entirely under agent/train/lora_sd/).
 #pragma once

@@ -3,17 +3,21 @@
 #include <cstring>
 #include <string>
 
+#include "agent/protocol/trainer_protocol.h"
 #include "agent/train/common/run_args.h"
 #include "agent/train/common/signals.h"
+#include "agent/train/images/commands.h"
 #include "agent/train/kinds.h"
-#include "shared/trainer_protocol.h"
+#include "agent/train/text/commands.h"
 
 namespace {
 
 int Usage() {
   std::fprintf(stderr,
                "gleaner-train: usage: gleaner-train run --spec FILE --work-dir DIR "
-               "[--resume DIR]\n");
+               "[--resume DIR]\n"
+               "       gleaner-train prepare-images --dataset PATH --resolution R --out FILE "
+               "[...]\n");
   return gleaner::kExitUsage;
 }
 
@@ -43,6 +47,12 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc >= 2 && std::strcmp(argv[1], "run") == 0) return RunMain(argc - 2, argv + 2);
+  if (argc >= 2 && std::strcmp(argv[1], "prepare-images") == 0) {
+    return gleaner::train::PrepareImagesMain(argc - 2, argv + 2);
+  }
+  if (argc >= 2 && std::strcmp(argv[1], "tokenize") == 0) {
+    return gleaner::train::text::TokenizeMain(argc - 2, argv + 2);
+  }
 #ifdef GLEANER_WITH_TORCH
   if (argc >= 2 && std::strcmp(argv[1], "forward") == 0) {
     return gleaner::train::ForwardMain(argc - 2, argv + 2);
@@ -52,6 +62,9 @@ int main(int argc, char** argv) {
   }
   if (argc >= 2 && std::strcmp(argv[1], "make-model") == 0) {
     return gleaner::train::MakeModelMain(argc - 2, argv + 2);
+  }
+  if (argc >= 2 && std::strcmp(argv[1], "text-encode") == 0) {
+    return gleaner::train::text::TextEncodeMain(argc - 2, argv + 2);
   }
   if (argc >= 2 && std::strcmp(argv[1], "vae") == 0) {
     return gleaner::train::VaeMain(argc - 2, argv + 2);

@@ -1,7 +1,7 @@
 #include <algorithm>
 
-#include "agent/supervisor/curl_http.h"
 #include "coordinator/cli/cli.h"
+#include "shared/native/curl_http.h"
 
 namespace gleaner::cli {
 namespace {
@@ -34,13 +34,13 @@ std::string ApiMessage(int status, const std::string& body) {
 Api::Api(std::string base_url, std::string token, std::string ca_file)
     : base_(std::move(base_url)),
       token_(std::move(token)),
-      http_(std::make_unique<agent::CurlHttpClient>(agent::CurlOptions{std::move(ca_file)})) {
+      http_(std::make_unique<net::CurlHttpClient>(net::CurlOptions{std::move(ca_file)})) {
   while (!base_.empty() && base_.back() == '/') base_.pop_back();
 }
 
 Failure Api::Call(const std::string& method, const std::string& path, const Json* body, Reply* out,
                   const std::vector<std::pair<std::string, std::string>>& headers) {
-  agent::HttpCall call;
+  net::HttpCall call;
   call.method = method;
   call.url = base_ + path;
   call.headers = headers;
@@ -62,7 +62,7 @@ Failure Api::Call(const std::string& method, const std::string& path, const Json
 }
 
 Failure Api::PutFile(const std::string& url, const std::string& path, int64_t size) {
-  agent::HttpCall call;
+  net::HttpCall call;
   call.method = "PUT";
   call.url = url;
   call.upload_file = path;
@@ -76,7 +76,7 @@ Failure Api::PutFile(const std::string& url, const std::string& path, int64_t si
 }
 
 Failure Api::GetFile(const std::string& url, const std::string& path, int64_t size) {
-  agent::HttpCall call;
+  net::HttpCall call;
   call.url = url;
   call.download_file = path;
   call.timeout_ms = int(std::min<int64_t>(24 * 3600 * 1000, 60000 + size / 1000));

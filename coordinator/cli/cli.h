@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/supervisor/http_client.h"
 #include "shared/json.h"
+#include "shared/native/http_client.h"
 
 namespace gleaner::cli {
 
@@ -65,7 +65,7 @@ class Api {
 
  private:
   std::string base_, token_;
-  std::unique_ptr<agent::HttpClient> http_;
+  std::unique_ptr<net::HttpClient> http_;
 };
 
 // Commands (commands.cc, transfer.cc). Each returns the exit code.

@@ -43,13 +43,6 @@ std::vector<SqlValue> Cat(std::vector<SqlValue> a, const std::vector<SqlValue>& 
   return a;
 }
 
-Fence LeaseFence(const Ctx& ctx, int64_t epoch) {
-  return {
-      "id = ? AND lease_epoch = ? AND node_id = ? AND state = 'running' AND "
-      "lease_expires_at >= ?",
-      {ctx.args.at(0), epoch, ctx.caller.id, ctx.now()}};
-}
-
 std::string OwnerSql() {
   return "(? = 1 OR owner_key_id = ?)";
 }

@@ -55,15 +55,6 @@ HttpResponse ErrorResponse(int status, const std::string& code, const std::strin
 // Concatenates SQL parameter lists.
 std::vector<SqlValue> Cat(std::vector<SqlValue> a, const std::vector<SqlValue>& b);
 
-// The lease fence of every node write (DESIGN §2.2): the job is running under this epoch,
-// held by this node, and the lease has not expired. Use as "WHERE <sql>" on jobs or inside
-// "EXISTS (SELECT 1 FROM jobs WHERE <sql>)".
-struct Fence {
-  std::string sql;
-  std::vector<SqlValue> params;
-};
-Fence LeaseFence(const Ctx& ctx, int64_t epoch);
-
 // Ownership guard for developer routes: "(? = 1 OR owner_key_id = ?)".
 std::string OwnerSql();
 std::vector<SqlValue> OwnerParams(const Ctx& ctx);

@@ -6,6 +6,13 @@
 
 namespace gleaner::core {
 
+Fence LeaseFence(const Ctx& ctx, int64_t epoch) {
+  return {
+      "id = ? AND lease_epoch = ? AND node_id = ? AND state = 'running' AND "
+      "lease_expires_at >= ?",
+      {ctx.args.at(0), epoch, ctx.caller.id, ctx.now()}};
+}
+
 const char* const kLeaseColumns =
     "id, state, lease_epoch, node_id, lease_expires_at, steps_total, ckpt_step, ckpt_sha256, "
     "ckpt_size, outputs";

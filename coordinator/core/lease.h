@@ -1,17 +1,37 @@
-// Shared pieces of the node's lease routes (routes_lease.cc, routes_finish.cc).
+// The lease fence, and why it did not hold: one home for the rule every node write obeys
+// (DESIGN §2.2-2.3). Used by the lease holder's routes: routes_lease.cc (heartbeat, checkpoints,
+// output URLs), routes_finish.cc (complete, fail, release), routes_work.cc (fresh downloads).
+//
+// A node may write to a job only while it holds the job's lease: the job is running under the
+// caller's epoch, assigned to the caller, and the lease has not expired (an expired lease is
+// lost even before another node claims the job). The fence is SQL, never a read-then-decide in
+// C++: a guarded write is one conditional statement, and its side effects (segment, node
+// counters, bans, quarantine) come first in the same batch, each guarded by EXISTS (fence),
+// with the job's own state change last. Zero rows changed means the fence did not hold: the
+// continuation reads the job with kLeaseColumns and ExplainLease turns it into the 404 / 409
+// the agent sees (and stops on).
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "coordinator/core/context.h"
 
 namespace gleaner::core {
 
+// The fence for the job in ctx.args[0], the caller's node and epoch, at ctx.now(). Use as
+// "WHERE <sql>" on jobs or inside "EXISTS (SELECT 1 FROM jobs WHERE <sql>)".
+struct Fence {
+  std::string sql;
+  std::vector<SqlValue> params;
+};
+Fence LeaseFence(const Ctx& ctx, int64_t epoch);
+
 // "SELECT <kLeaseColumns> FROM jobs WHERE id = ?" explains a fenced write that changed nothing.
 extern const char* const kLeaseColumns;
 
-// Why the lease fence (LeaseFence) does not hold for this caller and epoch, judged from a row
-// selected with kLeaseColumns: NotFound (no such job) or Conflict naming the reason. Ok if held.
+// Why the fence does not hold for this caller and epoch, judged from a row selected with
+// kLeaseColumns: NotFound (no such job) or Conflict naming the reason. Ok if it holds.
 Status ExplainLease(const Rows& job, const Ctx& ctx, int64_t epoch);
 
 // Reads the required "epoch" field (1..2^53-1) of a node write's body.

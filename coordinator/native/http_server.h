@@ -1,24 +1,17 @@
-// HttpServer: the HTTP/1.1 front end of gleaner-coordinator: one epoll event loop thread, no
-// per-connection threads.
-//   - The loop accepts, reads and parses (http_parser.h), and runs every API request's core Plan
-//     without blocking: Coordinator::Handle on the loop thread, each batch handed to the ReadPool
-//     (read-only batches: several requests' reads share one read transaction) or to the
-//     GroupCommitter (writes: one transaction and one fsync per group), the continuation again on
-//     the loop when the result comes back through an eventfd. Requests that arrive together thus
-//     travel together, with a few thread wake-ups per group instead of several per request.
-//   - PUT/GET /blobs/<key>?… go to a worker thread, which takes the connection over, streams the
-//     body to or from the BlobStore (blob_transfer.h) and hands the connection back. The URL's
-//     signature is checked on the loop first: a refused request never holds a worker.
-//   - Limits: request head 16 KiB (431), request-target 8 KiB (414), API bodies
-//     CoreConfig::max_request_body (413, answered before the body is read), a whole-request head
-//     deadline (header_timeout_s: a client dribbling its head slowly is answered 408 and closed),
-//     io_timeout_s without progress while reading a body or writing a response, keep-alive idle
-//     timeout, and max_connections (further connections are accepted and closed at once).
+// HttpServer: gleaner-coordinator served over HTTP: the shell that drives the core's plans on
+// the generic event loop (http/event_loop.h), which does the sockets, framing and deadlines.
+//   - API requests: Coordinator::Handle on the loop thread; each batch of the plan goes to the
+//     ReadPool (read-only batches: several requests' reads share one read transaction) or to the
+//     GroupCommitter (writes: one transaction and one fsync per group), handed over once per
+//     loop turn; the continuation runs on the loop again when the result comes back. Requests
+//     that arrive together thus travel together, with a few thread wake-ups per group instead
+//     of several per request.
+//   - PUT/GET /blobs/<key>?… : the URL's signature is checked on the loop first (a refused
+//     request never holds a worker), then a worker thread takes the connection over and
+//     streams the body to or from the BlobStore (blob/blob_transfer.h).
+//   - The dashboard's files (embedded), and /metrics with this process's counters appended.
 //   - Every request is logged as one JSON line and counted in the process metrics.
-// With HttpServerOptions::tls set it serves HTTPS only (OpenSSL, non-blocking; the TLS policy and
-// certificate rotation are TlsCredentials' business, see tls.h).
-// Stop() drains: the listening socket closes, idle connections close, requests in progress are
-// answered (with Connection: close), then Serve returns.
+// Stop() drains (see event_loop.h).
 // Threading: Bind and Serve from one thread; Stop from any thread (not from a signal handler).
 #pragma once
 
@@ -26,26 +19,18 @@
 #include <string>
 
 #include "coordinator/core/coordinator.h"
-#include "coordinator/native/blob_store.h"
+#include "coordinator/native/blob/blob_store.h"
 #include "coordinator/native/clock.h"
-#include "coordinator/native/plan_runner.h"
-#include "coordinator/native/tls.h"
+#include "coordinator/native/db/plan_runner.h"
+#include "coordinator/native/http/event_loop.h"
 #include "shared/status.h"
 
 namespace gleaner::native {
 
 struct HttpServerOptions {
-  std::string host = "127.0.0.1";
-  int port = 8080;     // 0: any free port
-  int threads = 64;    // worker threads for blob transfers (each transfer holds one while it runs)
+  // Listening, TLS and deadlines; its workers run blob transfers (each holds one while it runs).
+  EventLoopOptions loop;
   int db_readers = 4;  // connections (threads) running read-only batches
-  int max_connections = 10000;
-  double header_timeout_s = 10;  // a request head must be complete this long after its first byte
-  double keep_alive_timeout_s = 5;
-  double io_timeout_s =
-      30;  // a read or write on a connection that makes no progress this long fails
-  TlsCredentials* tls =
-      nullptr;  // set: HTTPS with these (loaded) credentials; must outlive the server
 };
 
 class HttpServer {
@@ -64,8 +49,8 @@ class HttpServer {
   void Stop();
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  int db_readers_;
+  EventLoop loop_;
 };
 
 }  // namespace gleaner::native

@@ -11,17 +11,18 @@
 #include <vector>
 
 #include "coordinator/core/coordinator.h"
-#include "coordinator/native/blob_store.h"
+#include "coordinator/native/blob/blob_store.h"
+#include "coordinator/native/blob/fs.h"
+#include "coordinator/native/blob/signing_key.h"
 #include "coordinator/native/clock.h"
-#include "coordinator/native/fs.h"
+#include "coordinator/native/db/plan_runner.h"
+#include "coordinator/native/http/tls.h"
 #include "coordinator/native/http_server.h"
 #include "coordinator/native/log.h"
 #include "coordinator/native/maintenance.h"
 #include "coordinator/native/options.h"
-#include "coordinator/native/plan_runner.h"
 #include "coordinator/native/rate_limiter.h"
-#include "coordinator/native/signing_key.h"
-#include "coordinator/native/tls.h"
+#include "shared/native/files.h"
 
 using namespace gleaner;
 using namespace gleaner::native;
@@ -141,15 +142,15 @@ int Serve(const std::vector<std::string>& args) {
   }
 
   HttpServerOptions http;
-  http.host = opts.listen_host;
-  http.port = opts.listen_port;
-  http.threads = opts.threads;
+  http.loop.host = opts.listen_host;
+  http.loop.port = opts.listen_port;
+  http.loop.workers = opts.threads;
+  http.loop.max_connections = opts.max_connections;
+  http.loop.header_timeout_s = opts.header_timeout_s;
+  http.loop.keep_alive_timeout_s = opts.keep_alive_timeout_s;
+  http.loop.io_timeout_s = opts.io_timeout_s;
+  http.loop.tls = tls.get();
   http.db_readers = opts.db_readers;
-  http.max_connections = opts.max_connections;
-  http.header_timeout_s = opts.header_timeout_s;
-  http.keep_alive_timeout_s = opts.keep_alive_timeout_s;
-  http.io_timeout_s = opts.io_timeout_s;
-  http.tls = tls.get();
   HttpServer server(http);
   auto port = server.Bind();
   if (!port.ok()) return Fail(port.status().message());
@@ -165,7 +166,7 @@ int Serve(const std::vector<std::string>& args) {
 
   if (!opts.port_file.empty()) {
     // Connections made from now on wait in the listen backlog until Serve() accepts them.
-    st = WriteFileAtomic(fs, opts.port_file, std::to_string(*port) + "\n", 0644);
+    st = files::WriteDurable(opts.port_file, std::to_string(*port) + "\n");
     if (!st.ok()) return Fail("cannot write port file: " + st.message());
   }
 

@@ -13,8 +13,8 @@
 
 #include "coordinator/core/coordinator.h"
 #include "coordinator/native/clock.h"
-#include "coordinator/native/plan_runner.h"
-#include "coordinator/native/pool_provider.h"
+#include "coordinator/native/db/plan_runner.h"
+#include "coordinator/native/pool/pool_provider.h"
 
 namespace gleaner::native {
 

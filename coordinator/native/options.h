@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "coordinator/core/config.h"
-#include "coordinator/native/pool_options.h"
+#include "coordinator/native/pool/pool_options.h"
 #include "shared/status.h"
 
 namespace gleaner::native {

@@ -3,13 +3,15 @@
 // another agent from its last committed checkpoint.
 //
 //   node tests/conformance/agent_edge.mjs [--bin-dir build/bin]
-// Exit 77 (skipped) when the agent, the trainer, the wasm module or Miniflare is missing.
+// Skipped (exit 77; a failure in CI) when the agent, the trainer, the wasm module or Miniflare is
+// missing.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { skip } from "../skip.mjs";
 import { startTarget } from "./targets.mjs";
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -19,10 +21,7 @@ const agentBin = join(binDir, "gleaner-agent");
 const trainBin = join(binDir, "gleaner-train");
 for (const f of [agentBin, trainBin, join(repo, "wasm", "gleaner_edge.wasm"),
                  join(repo, "wasm", "node_modules", "miniflare")]) {
-  if (!existsSync(f)) {
-    console.error(`agent_edge: skipped (${f} is missing)`);
-    process.exit(77);
-  }
+  if (!existsSync(f)) skip(`agent_edge: ${f} is missing`);
 }
 
 const deadline = Date.now() + 90000;

@@ -9,6 +9,7 @@
 import assert from "node:assert/strict";
 import { createHash, randomBytes } from "node:crypto";
 import { after, before, test } from "node:test";
+import { skip } from "../skip.mjs";
 import { startTarget, TIMING } from "./targets.mjs";
 
 const argv = process.argv.slice(2);
@@ -16,7 +17,6 @@ const flag = (name) => {
   const i = argv.indexOf(name);
   return i >= 0 ? argv[i + 1] : undefined;
 };
-const EXIT_SKIP = 77;
 const targetKind = flag("--target");
 const external = flag("--url");
 if (!targetKind && !external) {
@@ -29,8 +29,7 @@ if (targetKind === "edge") {
   const wasm = new URL("../../wasm/gleaner_edge.wasm", import.meta.url);
   const mf = new URL("../../wasm/node_modules/miniflare/package.json", import.meta.url);
   if (!existsSync(wasm) || !existsSync(mf)) {
-    console.error("conformance: skipped (build wasm/gleaner_edge.wasm with wasm/build.sh and run npm ci in wasm/)");
-    process.exit(EXIT_SKIP);
+    skip("conformance: build wasm/gleaner_edge.wasm with wasm/build.sh and run npm ci in wasm/");
   }
 }
 

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "coordinator/core/coordinator.h"
-#include "coordinator/native/sqlite_executor.h"
+#include "coordinator/native/db/sqlite_executor.h"
 #include "shared/json.h"
 
 namespace {

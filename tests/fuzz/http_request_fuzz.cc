@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "coordinator/native/http_parser.h"
+#include "coordinator/native/http/http_parser.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "shared/trainer_protocol.h"
+#include "agent/protocol/trainer_protocol.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string line(reinterpret_cast<const char*>(data), size);

@@ -1,6 +1,6 @@
 #include "tests/integration/ack_log.h"
 
-#include "coordinator/native/sqlite_executor.h"
+#include "coordinator/native/db/sqlite_executor.h"
 #include "shared/sha256.h"
 #include "tests/integration/harness.h"
 #include "tests/integration/store_check.h"

@@ -2,7 +2,7 @@
 // the autoscaler target is recorded without any request.
 #include <catch2/catch.hpp>
 
-#include "coordinator/native/sqlite_executor.h"
+#include "coordinator/native/db/sqlite_executor.h"
 #include "tests/integration/coordinator_fixture.h"
 #include "tests/integration/harness.h"
 

@@ -9,7 +9,7 @@
 #include <set>
 #include <thread>
 
-#include "coordinator/native/sqlite_executor.h"
+#include "coordinator/native/db/sqlite_executor.h"
 #include "shared/sha256.h"
 #include "tests/integration/coordinator_fixture.h"
 #include "tests/integration/harness.h"

@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 #include <functional>
 
-#include "coordinator/native/sqlite_executor.h"
+#include "coordinator/native/db/sqlite_executor.h"
 #include "shared/sha256.h"
 #include "tests/integration/coordinator_fixture.h"
 #include "tests/integration/harness.h"

@@ -16,8 +16,8 @@
 #include <set>
 
 #include "coordinator/core/blob_urls.h"
-#include "coordinator/native/fs.h"
-#include "coordinator/native/signing_key.h"
+#include "coordinator/native/blob/fs.h"
+#include "coordinator/native/blob/signing_key.h"
 #include "shared/sha256.h"
 #include "tests/integration/coordinator_fixture.h"
 #include "tests/integration/harness.h"

@@ -8,9 +8,9 @@
 #include <map>
 
 #include "coordinator/core/blob_urls.h"
-#include "coordinator/native/fs.h"
-#include "coordinator/native/signing_key.h"
-#include "coordinator/native/sqlite_executor.h"
+#include "coordinator/native/blob/fs.h"
+#include "coordinator/native/blob/signing_key.h"
+#include "coordinator/native/db/sqlite_executor.h"
 #include "shared/json.h"
 #include "shared/sha256.h"
 #include "tests/integration/harness.h"

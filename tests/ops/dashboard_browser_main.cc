@@ -1,8 +1,9 @@
 // ops:dashboard-browser — the dashboard in headless Chromium against a coordinator seeded by
 // real agents: jobs that complete, one that fails on every node, one interrupted by SIGTERM
 // (released and resumed). Then tests/ops/dashboard.mjs drives the page (playwright-core) and
-// the quarantine it makes is checked here through the API. Exit 77 (skip) only when Chromium or
-// coordinator/dashboard/node_modules are missing. Screenshot: <build>/artifacts/dashboard.png.
+// the quarantine it makes is checked here through the API. Skipped (exit 77; a failure in CI) only
+// when Chromium or coordinator/dashboard/node_modules are missing. Screenshot:
+// <build>/artifacts/dashboard.png.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "tests/integration/agent_fleet.h"
+#include "tests/skip.h"
 
 using namespace gleaner;
 using namespace gleaner::testing;
@@ -49,8 +51,7 @@ int main() {
   if (access(chromium.c_str(), X_OK) != 0 || node.empty() ||
       access((modules + "/playwright-core/package.json").c_str(), R_OK) != 0 ||
       access((modules + "/uplot/dist/uPlot.iife.min.js").c_str(), R_OK) != 0) {
-    std::printf("SKIP: needs %s, node and %s (infra/deps.sh)\n", chromium.c_str(), modules.c_str());
-    return 77;
+    return SkipOrFail("needs " + chromium + ", node and " + modules + " (infra/deps.sh)");
   }
   mkdir(GLEANER_ARTIFACT_DIR, 0755);
   const std::string shot = std::string(GLEANER_ARTIFACT_DIR) + "/dashboard.png";

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 
 namespace gleaner::train {
 

@@ -4,9 +4,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "agent/protocol/trainer_protocol.h"
 #include "agent/train/kinds.h"
 #include "agent/train/nn/torch_io.h"
-#include "shared/trainer_protocol.h"
 
 namespace gleaner::train::lora_sd {
 

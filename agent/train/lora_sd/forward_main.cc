@@ -12,11 +12,11 @@
 #include <cstring>
 #include <string>
 
+#include "agent/protocol/trainer_protocol.h"
 #include "agent/train/kinds.h"
 #include "agent/train/lora_sd/lora.h"
-#include "agent/train/nn/torch_io.h"
 #include "agent/train/lora_sd/unet.h"
-#include "shared/trainer_protocol.h"
+#include "agent/train/nn/torch_io.h"
 
 namespace gleaner::train {
 namespace {

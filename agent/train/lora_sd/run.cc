@@ -1,4 +1,4 @@
-// RunLoraSd: the lora-sd job kind behind the trainer contract (shared/trainer_protocol.h).
+// RunLoraSd: the lora-sd job kind behind the trainer contract (agent/protocol/trainer_protocol.h).
 //
 // SPEC.json: params (see TrainParams), inputs.model (weights: .safetensors or sharded
 // .safetensors.index.json), inputs.dataset (see dataset.h), model.config (the diffusers UNet
@@ -6,13 +6,13 @@
 #include <chrono>
 #include <cstdio>
 
-#include "agent/train/common/checkpoint_dir.h"
-#include "agent/train/common/progress.h"
+#include "agent/protocol/checkpoint_dir.h"
+#include "agent/protocol/progress.h"
+#include "agent/protocol/trainer_protocol.h"
 #include "agent/train/common/run_args.h"
 #include "agent/train/common/signals.h"
 #include "agent/train/kinds.h"
 #include "agent/train/lora_sd/trainer.h"
-#include "shared/trainer_protocol.h"
 
 namespace gleaner::train {
 namespace {

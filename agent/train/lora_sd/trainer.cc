@@ -5,10 +5,10 @@
 #include <cmath>
 #include <cstdio>
 
-#include "agent/train/common/checkpoint_dir.h"
+#include "agent/protocol/checkpoint_dir.h"
+#include "agent/protocol/trainer_protocol.h"
 #include "shared/job_params.h"
 #include "shared/sha256.h"
-#include "shared/trainer_protocol.h"
 
 namespace gleaner::train::lora_sd {
 

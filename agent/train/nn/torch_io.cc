@@ -1,16 +1,11 @@
 #include "agent/train/nn/torch_io.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <exception>
+#include <limits>
 #include <set>
 
 #include "shared/json.h"
+#include "shared/native/files.h"
 #include "shared/safetensors.h"
 
 namespace gleaner::train {
@@ -26,60 +21,21 @@ Status CatchTorch(const char* what, const std::function<Status()>& fn) {
   }
 }
 
+// The trainer's names for shared/native/files.h (model weights may exceed its default limit).
 Result<std::string> ReadFile(const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return Status::Io("cannot open " + path + ": " + std::strerror(errno));
-  std::string out;
-  char buf[1 << 16];
-  size_t got;
-  while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, got);
-  bool err = std::ferror(f) != 0;
-  std::fclose(f);
-  if (err) return Status::Io("cannot read " + path);
-  return out;
+  return files::ReadAll(path, std::numeric_limits<int64_t>::max());
 }
 
 Status SyncDir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return Status::Io("cannot open directory " + dir + ": " + std::strerror(errno));
-  int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) return Status::Io("fsync " + dir + ": " + std::strerror(errno));
-  return Status::Ok();
+  return files::Fsync(dir);
 }
 
 Status MakeDirs(const std::string& dir) {
-  for (size_t i = 1; i <= dir.size(); ++i) {
-    if (i == dir.size() || dir[i] == '/') {
-      std::string part = dir.substr(0, i);
-      if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
-        return Status::Io("mkdir " + part + ": " + std::strerror(errno));
-      }
-    }
-  }
-  return Status::Ok();
+  return files::MakeDirs(dir);
 }
 
 Status WriteFileDurable(const std::string& path, const std::string& bytes) {
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return Status::Io("cannot create " + tmp + ": " + std::strerror(errno));
-  size_t off = 0;
-  while (off < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(fd);
-      return Status::Io("write " + tmp + ": " + std::strerror(errno));
-    }
-    off += size_t(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) return Status::Io("fsync/close " + tmp);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    return Status::Io("rename " + tmp + ": " + std::strerror(errno));
-  }
-  size_t slash = path.rfind('/');
-  return SyncDir(slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash));
+  return files::WriteDurable(path, bytes);
 }
 
 namespace {

@@ -2,6 +2,7 @@
 // exceptions become Status.
 //
 // Contract: every function returns Status/Result and never throws; tensors are CPU, contiguous.
+// The file functions are the trainer's names for shared/native/files.h (one implementation):
 // WriteFileDurable writes "<path>.tmp", fsyncs, renames over <path> and fsyncs the directory.
 #pragma once
 
@@ -20,6 +21,7 @@ using TensorMap = std::map<std::string, torch::Tensor>;
 // Runs fn, turning any c10::Error / std::exception into Status::Internal("<what>: ...").
 Status CatchTorch(const char* what, const std::function<Status()>& fn);
 
+// Reads a whole file of any size (files::ReadAll); kNotFound when it does not exist.
 Result<std::string> ReadFile(const std::string& path);
 Status WriteFileDurable(const std::string& path, const std::string& bytes);
 // fsync of a directory (after renames into it).

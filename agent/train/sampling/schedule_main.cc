@@ -6,10 +6,12 @@
 // Without --scheduler the config's _class_name picks it. O.json: {"scheduler", "steps",
 // "timesteps", "init_noise_sigma"} plus "sigmas" (Euler) or "prev_timesteps", "alpha_prod_t",
 // "alpha_prod_t_prev" (DDIM). fp32 values are written as the doubles they equal.
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
-#include "agent/train/common/subcommand.h"
+#include "agent/protocol/trainer_protocol.h"
+#include "agent/train/common/command_flags.h"
 #include "agent/train/kinds.h"
 #include "agent/train/nn/torch_io.h"
 #include "agent/train/sampling/ddim.h"
@@ -19,6 +21,9 @@ namespace gleaner::train {
 namespace {
 
 using namespace sampling;
+
+constexpr const char* kUsage =
+    "usage: gleaner-train schedule [--scheduler euler|ddim] --config C --steps N --out O.json";
 
 struct ScheduleArgs {
   std::string scheduler, config, steps, out;
@@ -74,16 +79,21 @@ Status RunSchedule(const ScheduleArgs& a) {
 }  // namespace
 
 int ScheduleMain(int argc, char** argv) {
-  ScheduleArgs a;
-  return RunSubcommand(
-      "schedule",
-      "gleaner-train schedule [--scheduler euler|ddim] --config C --steps N --out O.json", argc,
-      argv,
-      {{"--scheduler", &a.scheduler, false},
-       {"--config", &a.config, true},
-       {"--steps", &a.steps, true},
-       {"--out", &a.out, true}},
-      [&] { return RunSchedule(a); });
+  Result<CommandFlags> flags =
+      ParseCommandFlags(argc, argv, {"--config", "--steps", "--out"}, {"--scheduler"});
+  if (!flags.ok()) {
+    std::fprintf(stderr, "gleaner-train schedule: %s\n%s\n", flags.status().message().c_str(),
+                 kUsage);
+    return kExitUsage;
+  }
+  ScheduleArgs a{FlagOr(*flags, "--scheduler"), flags->at("--config"), flags->at("--steps"),
+                 flags->at("--out")};
+  Status s = RunSchedule(a);
+  if (!s.ok()) {
+    std::fprintf(stderr, "gleaner-train schedule: %s\n", s.ToString().c_str());
+    return kExitFailed;
+  }
+  return 0;
 }
 
 }  // namespace gleaner::train

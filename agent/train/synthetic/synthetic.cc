@@ -5,13 +5,13 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "agent/train/common/checkpoint_dir.h"
-#include "agent/train/common/files.h"
-#include "agent/train/common/progress.h"
+#include "agent/protocol/checkpoint_dir.h"
+#include "agent/protocol/progress.h"
+#include "agent/protocol/trainer_protocol.h"
 #include "agent/train/common/run_args.h"
 #include "agent/train/common/signals.h"
 #include "agent/train/kinds.h"
-#include "shared/trainer_protocol.h"
+#include "shared/native/files.h"
 
 namespace gleaner::train {
 namespace {

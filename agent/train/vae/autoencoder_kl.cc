@@ -3,7 +3,7 @@
 #include <cstring>
 #include <string>
 
-#include "agent/train/nn/state_dict.h"
+#include "agent/train/nn/module_weights.h"
 #include "agent/train/vae/blocks.h"
 
 namespace gleaner::train::vae {
@@ -71,10 +71,19 @@ Status CheckImages(const VaeConfig& c, const Tensor& x) {
     return Status::Invalid("images must have " + std::to_string(c.in_channels) +
                            " channels (shape [B, C, H, W]), got " + Shape(x));
   }
-  int64_t f = c.spatial_factor();
-  if (x.size(2) < f || x.size(3) < f || x.size(2) % f != 0 || x.size(3) % f != 0) {
-    return Status::Invalid("image height and width must be positive multiples of " +
-                           std::to_string(f) + " (the VAE's downsampling factor), got " + Shape(x));
+  // Each 2x downsampling (pad right/bottom by 1, 3x3 conv, stride 2) needs 2 pixels and leaves
+  // floor((s - 2) / 2) + 1, as in diffusers; sizes need not be multiples of the factor.
+  const int downsamplings = int(c.block_out_channels.size()) - 1;
+  for (int64_t s : {x.size(2), x.size(3)}) {
+    bool fits = s >= 1;
+    for (int i = 0; i < downsamplings && fits; ++i) {
+      fits = s >= 2;
+      s = (s - 2) / 2 + 1;
+    }
+    if (!fits) {
+      return Status::Invalid("image height and width are too small for the VAE's " +
+                             std::to_string(downsamplings) + " 2x downsamplings, got " + Shape(x));
+    }
   }
   return Status::Ok();
 }
@@ -108,10 +117,10 @@ Status LoadVaeWeights(AutoencoderKL& model, const TensorMap& weights) {
       if (v.dim() == 4 && v.size(2) == 1 && v.size(3) == 1) v = v.flatten(1);
     }
     if (!renamed.emplace(k, v).second) {
-      return Status::Invalid("weights: both the old and the new name of " + k + " are present");
+      return Status::Invalid("VAE weights: both the old and the new name of " + k + " are present");
     }
   }
-  return LoadModuleWeights(model, renamed);
+  return LoadModuleWeights(model, renamed, "VAE weights");
 }
 
 }  // namespace gleaner::train::vae

@@ -39,7 +39,8 @@ class Decoder;
 class AutoencoderKL : public torch::nn::Module {
  public:
   explicit AutoencoderKL(const VaeConfig& config);
-  // images [B, in_channels, H, W] in [-1, 1], H and W multiples of spatial_factor().
+  // images [B, in_channels, H, W] in [-1, 1] -> [B, latent, ~H/f, ~W/f] (each 2x downsampling
+  // leaves floor((s - 2) / 2) + 1 of s, as diffusers).
   LatentDist Encode(const torch::Tensor& images);
   // z [B, latent_channels, h, w] (unscaled: divide pipeline latents by scaling_factor first)
   // -> [B, out_channels, h·f, w·f], roughly in [-1, 1].
@@ -56,7 +57,7 @@ class AutoencoderKL : public torch::nn::Module {
 // fp16 only where asked for and the config allows it (force_upcast false); fp32 otherwise.
 torch::ScalarType VaeComputeDtype(const VaeConfig& config, bool half_requested);
 // InvalidArgument naming the problem unless x is [B, in_channels, H, W] with B >= 1 and H, W
-// positive multiples of the spatial factor (sizes that encode and decode back to themselves).
+// large enough for every 2x downsampling (2 pixels each), as diffusers accepts them.
 Status CheckImages(const VaeConfig& config, const torch::Tensor& x);
 // InvalidArgument unless z is [B, latent_channels, h, w] with B, h, w >= 1.
 Status CheckLatents(const VaeConfig& config, const torch::Tensor& z);

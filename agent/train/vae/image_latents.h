@@ -12,6 +12,9 @@
 
 #include <torch/torch.h>
 
+#include <string>
+#include <vector>
+
 #include "agent/train/vae/autoencoder_kl.h"
 #include "shared/status.h"
 
@@ -23,10 +26,14 @@ torch::Tensor UnscaleLatents(const VaeConfig& config, const torch::Tensor& laten
 // Decoder output [B, C, H, W] -> uint8 [B, C, H, W] (CPU).
 torch::Tensor DecodedToU8(const torch::Tensor& decoded);
 
-// images [B, in, H, W] in [-1, 1] -> latents [B, latent, H/f, W/f] fp32.
+// images [B, in, H, W] in [-1, 1], H and W multiples of f (so that they decode back to their
+// size; InvalidArgument otherwise) -> latents [B, latent, H/f, W/f] fp32.
 Result<torch::Tensor> EncodeToLatents(AutoencoderKL& vae, const torch::Tensor& images,
                                       torch::Generator& cpu_generator);
 // latents [B, latent, h, w] -> uint8 images [B, out, h·f, w·f] on the CPU.
 Result<torch::Tensor> DecodeToImages(AutoencoderKL& vae, const torch::Tensor& latents);
+// uint8 RGB images [B, 3, H, W] (DecodeToImages' output) -> the bytes of one PNG file per image
+// (libpng, deterministic: images/png_encode.h). InvalidArgument for another shape or dtype.
+Result<std::vector<std::string>> EncodePngs(const torch::Tensor& images_u8);
 
 }  // namespace gleaner::train::vae

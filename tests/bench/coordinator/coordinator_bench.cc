@@ -17,7 +17,7 @@
 #include <set>
 #include <string>
 
-#include "coordinator/native/sqlite_executor.h"
+#include "coordinator/native/db/sqlite_executor.h"
 #include "shared/sha256.h"
 #include "tests/bench/coordinator/loadgen.h"
 #include "tests/integration/coordinator_fixture.h"
@@ -81,8 +81,8 @@ int main(int argc, char** argv) {
   o.heartbeat_interval_s = 30;
   o.maintenance_period_s = 3600;
   o.extra_args = {
-      "--threads",      std::to_string(conns + 32), "--log-level",          a["log-level"],
-      "--group-commit", a["group-commit"],          "--keep-alive-timeout", "30",
+      "--threads", std::to_string(conns + 32), "--log-level", a["log-level"], "--group-commit",
+      a["group-commit"], "--keep-alive-timeout", "30",
       // Each simulated node sends far more than an agent would (2/s per node is the default).
       "--node-rate-limit", "off"};
   std::string error;
@@ -165,8 +165,8 @@ int main(int argc, char** argv) {
     long long t1 = CpuTicks(pid);
     const std::string m1 = ops.Get("/metrics").body;
     Phase p;
-    const double commits = MetricValue(m1, "gleaner_db_commits_total") -
-                           MetricValue(m0, "gleaner_db_commits_total");
+    const double commits =
+        MetricValue(m1, "gleaner_db_commits_total") - MetricValue(m0, "gleaner_db_commits_total");
     p.batches_per_commit = commits > 0 ? (MetricValue(m1, "gleaner_db_committed_batches_total") -
                                           MetricValue(m0, "gleaner_db_committed_batches_total")) /
                                              commits
@@ -221,10 +221,10 @@ int main(int argc, char** argv) {
       "reconnects |\n");
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const Phase& p : phases) {
-    std::printf("| %s | %.0f | %.2f | %.2f | %.2f | %.1f | %.1f | %lld | %lld |\n",
-                p.name.c_str(), p.load.rps(), ceiling > 0 ? p.load.rps() / ceiling : 0,
-                p.load.Percentile(50), p.load.Percentile(99), p.cpu_us_per_req,
-                p.batches_per_commit, (long long)p.load.errors, (long long)p.load.reconnects);
+    std::printf("| %s | %.0f | %.2f | %.2f | %.2f | %.1f | %.1f | %lld | %lld |\n", p.name.c_str(),
+                p.load.rps(), ceiling > 0 ? p.load.rps() / ceiling : 0, p.load.Percentile(50),
+                p.load.Percentile(99), p.cpu_us_per_req, p.batches_per_commit,
+                (long long)p.load.errors, (long long)p.load.reconnects);
   }
   std::printf("claims in the window: %zu, handed out twice: %zu\n", claimed.size(), doubles);
   Json out = {{"connections", conns},

@@ -24,7 +24,7 @@
 #include <random>
 #include <string>
 
-#include "coordinator/native/sqlite_executor.h"
+#include "coordinator/native/db/sqlite_executor.h"
 #include "tests/integration/agent_fleet.h"
 
 using namespace gleaner;
@@ -98,10 +98,13 @@ int main(int argc, char** argv) {
   const std::string pool_dir = dir.File("pool");
   const std::string wrapper = dir.File("agent.sh");
   // The first agent the pool ever starts is the bad node: it fails every job (mkdir is atomic).
+  // Its pid (kept by exec) is recorded so that random faults spare it: a bad node killed before
+  // its third failure would never be quarantined, and the run would say nothing about quarantine.
+  const std::string bad_pid_file = dir.File("bad-node.pid");
   WriteFile(wrapper,
             "#!/bin/sh\nif mkdir \"" + dir.File("bad-node-taken") +
-                "\" 2>/dev/null; then export GLEANER_SYNTHETIC_FAIL_AT_STEP=1; fi\nexec \"" +
-                BinPath("gleaner-agent") + "\" \"$@\"\n");
+                "\" 2>/dev/null; then export GLEANER_SYNTHETIC_FAIL_AT_STEP=1; echo $$ > \"" +
+                bad_pid_file + "\"; fi\nexec \"" + BinPath("gleaner-agent") + "\" \"$@\"\n");
   chmod(wrapper.c_str(), 0755);
   std::string agent_args = "--max-poll-interval " + std::to_string(std::max(0.1, 5 * f)) +
                            " --shutdown-deadline " + std::to_string(std::max(3.0, 20 * f));
@@ -175,6 +178,10 @@ int main(int argc, char** argv) {
     if (kill_every > 0 && Seconds(t0) >= next_fault) {
       next_fault += kill_every;
       auto agents = PoolAgents(pool_dir);
+      const pid_t bad_pid = pid_t(std::atol(ReadFile(bad_pid_file).c_str()));
+      agents.erase(std::remove_if(agents.begin(), agents.end(),
+                                  [&](const auto& agent) { return agent.second == bad_pid; }),
+                   agents.end());
       if (!agents.empty()) {
         auto& victim = agents[rng() % agents.size()];
         bool hard = rng() % 2 == 0;

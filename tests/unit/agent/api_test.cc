@@ -56,13 +56,13 @@ TEST_CASE("a work response parses into an assignment", "[api]") {
 
 TEST_CASE("work: 204 honours Retry-After, transport errors are retryable", "[api]") {
   int calls = 0;
-  FakeHttp http([&](const HttpCall& call) -> Result<HttpResponse> {
+  FakeHttp http([&](const net::HttpCall& call) -> Result<net::HttpResponse> {
     ++calls;
     for (const auto& h : call.headers) {
       if (h.first == "Authorization") CHECK(h.second == "Bearer node-token");
     }
     if (calls == 1) {
-      HttpResponse r = Reply(204, "");
+      net::HttpResponse r = Reply(204, "");
       r.headers["retry-after"] = "7";
       return r;
     }
@@ -85,7 +85,7 @@ TEST_CASE("work: 204 honours Retry-After, transport errors are retryable", "[api
 TEST_CASE("fresh downloads: the claim's shape, 409 is a lost lease", "[api]") {
   const std::string sha(64, 'c');
   int calls = 0;
-  FakeHttp http([&](const HttpCall& call) -> Result<HttpResponse> {
+  FakeHttp http([&](const net::HttpCall& call) -> Result<net::HttpResponse> {
     ++calls;
     CHECK(call.body == R"({"epoch":4})");
     if (calls == 1) {

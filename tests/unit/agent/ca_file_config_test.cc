@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "agent/supervisor/config.h"
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 #include "test_util.h"
 
 using namespace gleaner;

@@ -5,8 +5,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "agent/train/common/files.h"
 #include "fake_http.h"
+#include "shared/native/files.h"
 #include "shared/sha256.h"
 #include "test_util.h"
 
@@ -22,7 +22,7 @@ namespace {
 struct Store {
   bool tamper = false;
   int gets = 0;
-  Result<HttpResponse> Handle(const HttpCall& c) {
+  Result<net::HttpResponse> Handle(const net::HttpCall& c) {
     ++gets;
     std::string body = c.url.substr(std::string("http://s/").size());
     if (tamper) body[0] ^= 1;
@@ -40,7 +40,7 @@ RemoteObject Obj(const std::string& content) {
 TEST_CASE("the input cache verifies downloads and reuses them by sha256", "[cache]") {
   TempDir t;
   Store store;
-  FakeHttp http([&](const HttpCall& c) { return store.Handle(c); });
+  FakeHttp http([&](const net::HttpCall& c) { return store.Handle(c); });
   CoordinatorApi api(&http, "http://coord");
   REQUIRE(files::MakeDirs(t / "cache").ok());
   BlobCache cache(t / "cache", 1 << 20);
@@ -64,7 +64,7 @@ TEST_CASE("the input cache verifies downloads and reuses them by sha256", "[cach
 TEST_CASE("the input cache evicts least recently used files over its cap", "[cache]") {
   TempDir t;
   Store store;
-  FakeHttp http([&](const HttpCall& c) { return store.Handle(c); });
+  FakeHttp http([&](const net::HttpCall& c) { return store.Handle(c); });
   CoordinatorApi api(&http, "http://coord");
   REQUIRE(files::MakeDirs(t / "cache").ok());
   BlobCache cache(t / "cache", 25);  // room for two 10-byte files

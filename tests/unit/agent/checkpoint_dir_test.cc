@@ -1,8 +1,8 @@
-#include "agent/train/common/checkpoint_dir.h"
+#include "agent/protocol/checkpoint_dir.h"
 
 #include <catch2/catch.hpp>
 
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 #include "test_util.h"
 
 using namespace gleaner;

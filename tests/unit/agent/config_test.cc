@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 #include "test_util.h"
 
 using namespace gleaner;

@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "agent/supervisor/curl_http.h"
 #include "fake_http.h"
+#include "shared/native/curl_http.h"
 
 using namespace gleaner;
 using namespace gleaner::agent;
@@ -118,7 +118,7 @@ class ScopedEnv {
 
 TEST_CASE("deletion cost: idle at start, busy during a job, idle after, as the IMDS expects") {
   Imds imds;
-  CurlHttpClient http;
+  net::CurlHttpClient http;
   DeletionCost cost(Fast(imds.url() + "/"), &http);  // a trailing '/' is tolerated
   REQUIRE(cost.enabled());
   std::vector<Seen> seen = imds.WaitAccepted(kIdle);
@@ -151,7 +151,7 @@ TEST_CASE("deletion cost: HTTP errors are retried until the service accepts the 
   // The first three requests fail (500, 403, 503), then everything is accepted.
   const int codes[] = {500, 403, 503};
   Imds imds([&](size_t n) { return n < 3 ? codes[n] : 204; });
-  CurlHttpClient http;
+  net::CurlHttpClient http;
   DeletionCost cost(Fast(imds.url()), &http);
   std::vector<Seen> seen = imds.WaitAccepted(kIdle);
   REQUIRE(seen.size() == 4);
@@ -168,7 +168,7 @@ TEST_CASE("deletion cost: while the service fails, the newest value wins") {
     std::lock_guard<std::mutex> lock(mu);
     return up ? 204 : 500;
   });
-  CurlHttpClient http;
+  net::CurlHttpClient http;
   DeletionCost cost(Fast(imds.url()), &http);
   cost.SetBusy(true);
   cost.SetBusy(false);
@@ -191,7 +191,7 @@ TEST_CASE("deletion cost: an unreachable service never blocks the caller") {
     Imds gone;
     dead_port = std::stoi(gone.url().substr(gone.url().rfind(':') + 1));
   }
-  CurlHttpClient http;
+  net::CurlHttpClient http;
   auto t0 = std::chrono::steady_clock::now();
   {
     DeletionCost cost(Fast("http://127.0.0.1:" + std::to_string(dead_port)), &http);
@@ -203,7 +203,7 @@ TEST_CASE("deletion cost: an unreachable service never blocks the caller") {
 
 TEST_CASE("deletion cost: disabled off the platform, and no request is ever made") {
   testing::FakeHttp http(
-      [](const HttpCall&) -> Result<HttpResponse> { return testing::Reply(204); });
+      [](const net::HttpCall&) -> Result<net::HttpResponse> { return testing::Reply(204); });
   {
     DeletionCost cost(DeletionCostOptions{}, &http);
     CHECK_FALSE(cost.enabled());

@@ -5,15 +5,15 @@
 #include <mutex>
 #include <vector>
 
-#include "agent/supervisor/http_client.h"
+#include "shared/native/http_client.h"
 
 namespace gleaner::testing {
 
-class FakeHttp : public agent::HttpClient {
+class FakeHttp : public net::HttpClient {
  public:
-  using Handler = std::function<Result<agent::HttpResponse>(const agent::HttpCall&)>;
+  using Handler = std::function<Result<net::HttpResponse>(const net::HttpCall&)>;
   explicit FakeHttp(Handler h) : handler_(std::move(h)) {}
-  Result<agent::HttpResponse> Send(const agent::HttpCall& call) override {
+  Result<net::HttpResponse> Send(const net::HttpCall& call) override {
     {
       std::lock_guard<std::mutex> lock(mu_);
       calls_.push_back(call.method + " " + call.url);
@@ -31,8 +31,8 @@ class FakeHttp : public agent::HttpClient {
   std::vector<std::string> calls_;
 };
 
-inline agent::HttpResponse Reply(int status, const std::string& body = "{}") {
-  agent::HttpResponse r;
+inline net::HttpResponse Reply(int status, const std::string& body = "{}") {
+  net::HttpResponse r;
   r.status = status;
   r.body = body;
   return r;

@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "agent/supervisor/control_socket.h"
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 #include "test_util.h"
 
 using namespace gleaner;

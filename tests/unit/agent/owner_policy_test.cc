@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "agent/supervisor/config.h"
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 #include "test_util.h"
 
 using namespace gleaner;

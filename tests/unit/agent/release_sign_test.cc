@@ -1,5 +1,5 @@
 // Signed releases: manifest parsing, Ed25519 signing/verification and trust checks.
-#include "agent/supervisor/release_sign.h"
+#include "shared/native/release_sign.h"
 
 #include <catch2/catch.hpp>
 #include <vector>

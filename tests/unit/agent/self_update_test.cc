@@ -6,9 +6,9 @@
 #include <catch2/catch.hpp>
 #include <ctime>
 
-#include "agent/supervisor/release_sign.h"
-#include "agent/train/common/files.h"
 #include "fake_http.h"
+#include "shared/native/files.h"
+#include "shared/native/release_sign.h"
 #include "shared/sha256.h"
 #include "test_util.h"
 
@@ -39,7 +39,7 @@ TEST_CASE("self-update flags", "[self_update]") {
 
 TEST_CASE("self-update: release key files are checked at start", "[self_update]") {
   testing::TempDir t;
-  FakeHttp http([](const HttpCall&) { return Reply(500); });
+  FakeHttp http([](const net::HttpCall&) { return Reply(500); });
   AgentConfig config;
   config.coordinator = "http://coord.test";
   config.state_dir = t / "state";
@@ -72,7 +72,7 @@ TEST_CASE("self-update: checks after jobs and on its interval, and fetches a ref
   std::string envelope =
       release::EnvelopeToJson(release::SignManifest(key.private_pem, manifest).value());
   int downloads = 0;
-  FakeHttp http([&](const HttpCall& call) -> Result<HttpResponse> {
+  FakeHttp http([&](const net::HttpCall& call) -> Result<net::HttpResponse> {
     if (call.url.find("/v1/agent/release?platform=") != std::string::npos) {
       return Reply(200, R"({"version":"2.0.0","channel":"stable","release":)" + envelope + "}");
     }

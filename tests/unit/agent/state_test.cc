@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 #include "test_util.h"
 
 using namespace gleaner;
@@ -68,13 +68,19 @@ TEST_CASE("pending uploads of the current job are recorded and removed", "[state
 }
 
 TEST_CASE("the machine id comes from SALAD_MACHINE_ID, else a hash of /etc/machine-id", "[state]") {
+  testing::TempDir t;
+  const std::string file = t / "machine-id";
+  const std::string raw = "0123456789abcdef0123456789abcdef";
+  REQUIRE(files::WriteDurable(file, raw + "\n").ok());
   setenv("SALAD_MACHINE_ID", "salad-123", 1);
-  CHECK(DetectMachineId() == "salad-123");
+  CHECK(DetectMachineId(file) == "salad-123");
   unsetenv("SALAD_MACHINE_ID");
-  std::string id = DetectMachineId();
-  if (files::Exists("/etc/machine-id")) {
-    CHECK(id.rfind("mid-", 0) == 0);
-    CHECK(id.size() == 36);
-    CHECK(id.find(*files::ReadAll("/etc/machine-id")) == std::string::npos);
-  }
+  std::string id = DetectMachineId(file);
+  CHECK(id.rfind("mid-", 0) == 0);
+  CHECK(id.size() == 36);
+  CHECK(id.find(raw) == std::string::npos);  // never the raw id
+  CHECK(DetectMachineId(file) == id);        // stable
+  REQUIRE(files::WriteDurable(file, "fedcba9876543210fedcba9876543210\n").ok());
+  CHECK(DetectMachineId(file) != id);
+  CHECK(DetectMachineId(t / "missing") == "");
 }

@@ -9,10 +9,10 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "agent/protocol/checkpoint_dir.h"
+#include "agent/protocol/trainer_protocol.h"
 #include "agent/supervisor/child_process.h"
-#include "agent/train/common/checkpoint_dir.h"
-#include "agent/train/common/files.h"
-#include "shared/trainer_protocol.h"
+#include "shared/native/files.h"
 #include "test_util.h"
 
 using namespace gleaner;

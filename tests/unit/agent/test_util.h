@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "agent/supervisor/config.h"
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 
 namespace gleaner::testing {
 

@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 #include <map>
 
-#include "agent/train/common/files.h"
+#include "shared/native/files.h"
 #include "shared/sha256.h"
 #include "test_util.h"
 

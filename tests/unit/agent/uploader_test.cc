@@ -5,10 +5,10 @@
 #include <map>
 #include <mutex>
 
+#include "agent/protocol/checkpoint_dir.h"
 #include "agent/supervisor/archive.h"
-#include "agent/train/common/checkpoint_dir.h"
-#include "agent/train/common/files.h"
 #include "fake_http.h"
+#include "shared/native/files.h"
 #include "test_util.h"
 
 using namespace gleaner;
@@ -36,7 +36,7 @@ struct FakeCoordinator {
   std::map<std::string, std::string> stored;  // url -> bytes
   std::vector<int64_t> committed;
 
-  Result<HttpResponse> Handle(const HttpCall& c) {
+  Result<net::HttpResponse> Handle(const net::HttpCall& c) {
     std::lock_guard<std::mutex> lock(mu);
     if (c.method == "POST" && c.url.find("/commit") != std::string::npos) {
       if (commit_status != 200) return Reply(commit_status, R"({"error":{"code":"conflict"}})");
@@ -69,7 +69,7 @@ TEST_CASE("uploads are retried, committed in order, recorded, and old ones prune
   TempDir t;
   FakeCoordinator fc;
   fc.put_failures = 3;
-  FakeHttp http([&](const HttpCall& c) { return fc.Handle(c); });
+  FakeHttp http([&](const net::HttpCall& c) { return fc.Handle(c); });
   CoordinatorApi api(&http, "http://coord");
   StateDir state(t / "state");
   REQUIRE(state.Init().ok());
@@ -101,7 +101,7 @@ TEST_CASE("a 409 on commit means the lease is gone: the queue is dropped", "[upl
   TempDir t;
   FakeCoordinator fc;
   fc.commit_status = 409;
-  FakeHttp http([&](const HttpCall& c) { return fc.Handle(c); });
+  FakeHttp http([&](const net::HttpCall& c) { return fc.Handle(c); });
   CoordinatorApi api(&http, "http://coord");
   StateDir state(t / "state");
   REQUIRE(state.Init().ok());

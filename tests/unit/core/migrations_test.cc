@@ -1,8 +1,9 @@
-#include "coordinator/core/coordinator.h"
 #include "coordinator/core/migrations.h"
-#include "coordinator/native/sqlite_executor.h"
 
 #include <catch2/catch.hpp>
+
+#include "coordinator/core/coordinator.h"
+#include "coordinator/native/db/sqlite_executor.h"
 
 using namespace gleaner;
 using namespace gleaner::core;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "coordinator/core/coordinator.h"
-#include "coordinator/native/sqlite_executor.h"
+#include "coordinator/native/db/sqlite_executor.h"
 #include "shared/json.h"
 #include "shared/sha256.h"
 

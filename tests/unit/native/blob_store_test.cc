@@ -1,4 +1,4 @@
-#include "coordinator/native/blob_store.h"
+#include "coordinator/native/blob/blob_store.h"
 
 #include <dirent.h>
 #include <stdlib.h>

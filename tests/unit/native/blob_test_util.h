@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "coordinator/native/blob_store.h"
+#include "coordinator/native/blob/blob_store.h"
 
 namespace gleaner::native::testing {
 

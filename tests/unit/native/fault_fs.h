@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "coordinator/native/fs.h"
+#include "coordinator/native/blob/fs.h"
 
 namespace gleaner::native::testing {
 

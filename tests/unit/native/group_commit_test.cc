@@ -1,6 +1,6 @@
 // Group commit: concurrent batches share one transaction, each atomic on its own; a failing
 // batch is rolled back alone; every caller gets its own rows; a busy database fails the group.
-#include "coordinator/native/group_commit.h"
+#include "coordinator/native/db/group_commit.h"
 
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 // RequestParser, BodyDecoder and ParseRange: every refusal with its status, valid requests,
 // identical results however the bytes are split, pipelining, chunked bodies, ranges.
-#include "coordinator/native/http_parser.h"
+#include "coordinator/native/http/http_parser.h"
 
 #include <catch2/catch.hpp>
 #include <string>

@@ -1,4 +1,4 @@
-#include "coordinator/native/plan_runner.h"
+#include "coordinator/native/db/plan_runner.h"
 
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <stdlib.h>

@@ -9,9 +9,9 @@
 #include <mutex>
 #include <thread>
 
-#include "agent/supervisor/curl_http.h"
-#include "coordinator/native/pool_kubernetes.h"
-#include "coordinator/native/pool_salad.h"
+#include "coordinator/native/pool/pool_kubernetes.h"
+#include "coordinator/native/pool/pool_salad.h"
+#include "shared/native/curl_http.h"
 
 using namespace gleaner;
 using namespace gleaner::native;
@@ -69,7 +69,7 @@ PoolApi FastApi() {
   r.first_backoff_s = 0.01;
   r.max_backoff_s = 0.05;
   r.timeout_ms = 2000;
-  return PoolApi(std::make_shared<agent::CurlHttpClient>(), r);
+  return PoolApi(std::make_shared<net::CurlHttpClient>(), r);
 }
 
 const std::string kGroup = "/organizations/acme/projects/gleaner/containers/agents";

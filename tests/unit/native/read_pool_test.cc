@@ -1,6 +1,6 @@
 // ReadPool: read-only batches run off the caller's thread; queued ones share a read transaction
 // and each still gets its own rows or its own error.
-#include "coordinator/native/read_pool.h"
+#include "coordinator/native/db/read_pool.h"
 
 #include <stdlib.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "coordinator/native/signing_key.h"
+#include "coordinator/native/blob/signing_key.h"
 
 #include <sys/stat.h>
 

@@ -8,7 +8,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "coordinator/native/blob_store.h"
+#include "coordinator/native/blob/blob_store.h"
 #include "shared/sha256.h"
 #include "tests/unit/native/blob_test_util.h"
 #include "tests/unit/native/fault_fs.h"
@@ -96,24 +96,5 @@ TEST_CASE("a failing replace leaves the old blob whole or the new one whole", "[
       }
       CHECK(CountEntries(dir.path + "/blobs/.tmp") == 0);
     }
-  }
-}
-
-TEST_CASE("WriteFileAtomic under faults: old file or new file, never a mix", "[faults]") {
-  for (int pi = 0; pi < 6; ++pi) {
-    Point p = Point(pi);
-    if (p == Point::kAppend1 || p == Point::kAppend2) continue;  // one write per file
-    INFO(kPointNames[pi] << " fails");
-    TempDir dir;
-    const std::string path = dir.path + "/state.json";
-    REQUIRE(WriteFileAtomic(DefaultFs(), path, "{\"v\":1}", 0600).ok());
-    FaultFs fs(DefaultFs());
-    Arm(fs, p, Code::kNoSpace);
-    Status st = WriteFileAtomic(&fs, path, "{\"v\":2,\"longer\":true}", 0600);
-    CHECK_FALSE(st.ok());
-    auto now = ReadWholeFile(DefaultFs(), path);
-    REQUIRE(now.ok());
-    CHECK(*now == (p == Point::kSyncDir ? "{\"v\":2,\"longer\":true}" : "{\"v\":1}"));
-    CHECK(CountEntries(dir.path) == 1);  // no temp file left beside it
   }
 }

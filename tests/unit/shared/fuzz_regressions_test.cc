@@ -3,8 +3,8 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "agent/protocol/trainer_protocol.h"
 #include "shared/safetensors.h"
-#include "shared/trainer_protocol.h"
 
 using namespace gleaner;
 
@@ -52,9 +52,8 @@ TEST_CASE("a long error reason or dir still formats to a line that parses back",
 TEST_CASE("a safetensors tensor with an empty name is refused, as Serialize refuses it", "[fuzz]") {
   // Parse accepted {"": {...}} but Serialize refuses the empty name, so a parsed file could not
   // be written back (found by safetensors_fuzz; the input is kept in its corpus).
-  std::string header =
-      R"({"":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-      R"("b":{"dtype":"BF16","shape":[2,1],"data_offsets":[8,12]}})";
+  std::string header = R"({"":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                       R"("b":{"dtype":"BF16","shape":[2,1],"data_offsets":[8,12]}})";
   std::string file(8, '\0');
   for (int i = 0; i < 8; ++i) file[size_t(i)] = char((header.size() >> (8 * i)) & 0xff);
   file += header + std::string(12, '\0');

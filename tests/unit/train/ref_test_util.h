@@ -1,43 +1,23 @@
-// Helpers for the tests that compare with reference sets and run gleaner-train: every set of a
-// kind (vae-ref-a, vae-ref-b, ...), and the trainer binary run with its stderr captured.
+// Helpers for the VAE and sampler tests: every reference set of a family (vae-ref-a and, when
+// present, vae-ref-b), spoiled configs, gleaner-train run with its stderr captured, tensor bounds.
 #pragma once
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <algorithm>
 #include <string>
 #include <vector>
 
-#include "shared/trainer_protocol.h"
+#include "agent/protocol/trainer_protocol.h"
 #include "train_test_util.h"  // Catch2, via the CHECK fix-up
+// (text_test_util.h needs Catch2 first)
+#include "text_test_util.h"
 
 namespace gleaner::train::testing {
 
-// Every "<prefix>*" directory under the fixtures directory that holds `marker`, sorted.
-inline std::vector<std::string> FixtureSets(const std::string& prefix, const std::string& marker) {
-  std::vector<std::string> out;
-  DIR* d = ::opendir(GLEANER_FIXTURES_DIR);
-  if (d == nullptr) return out;
-  while (dirent* e = ::readdir(d)) {
-    std::string n = e->d_name, dir = std::string(GLEANER_FIXTURES_DIR) + "/" + n;
-    struct stat st;
-    if (n.rfind(prefix, 0) == 0 && ::stat((dir + "/" + marker).c_str(), &st) == 0) {
-      out.push_back(dir);
-    }
-  }
-  ::closedir(d);
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-#define FIXTURE_SETS(sets, prefix, marker)                                                \
-  std::vector<std::string> sets = ::gleaner::train::testing::FixtureSets(prefix, marker); \
-  if (sets.empty()) {                                                                     \
-    GLEANER_SKIP("no " prefix "* reference set under " GLEANER_FIXTURES_DIR);             \
+// The reference sets "<family>-ref-a" (and the companion "-ref-b" when present) holding `marker`;
+// none is a skip (a failure in CI).
+#define FIXTURE_SETS(sets, family, marker)                                                        \
+  std::vector<std::string> sets = ::gleaner::train::text::testing::ReferenceSets(family, marker); \
+  if (sets.empty()) {                                                                             \
+    GLEANER_SKIP("no " family "-ref-* reference set under " GLEANER_FIXTURES_DIR);                \
   }
 
 inline Json MustJson(const std::string& path) {
@@ -74,37 +54,10 @@ inline std::vector<Json> SpoiledConfigs(const Json& config) {
   return out;
 }
 
-struct CliResult {
-  int code = -1;      // exit code, or -signal
-  std::string error;  // everything written to stderr
-};
-
-// Runs gleaner-train with args (stdout discarded) and waits for it.
-inline CliResult RunTrainCli(const std::vector<std::string>& args) {
-  int err[2];
-  REQUIRE(::pipe(err) == 0);
-  std::string bin = std::string(GLEANER_BIN_DIR) + "/gleaner-train";
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    std::vector<char*> argv = {const_cast<char*>(bin.c_str())};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    int devnull = ::open("/dev/null", O_WRONLY);
-    ::dup2(devnull, 1);
-    ::dup2(err[1], 2);
-    ::close(err[0]);
-    ::execv(bin.c_str(), argv.data());
-    ::_exit(127);
-  }
-  ::close(err[1]);
-  CliResult r;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(err[0], buf, sizeof buf)) > 0;) r.error.append(buf, size_t(n));
-  ::close(err[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-  return r;
+// gleaner-train run with args; its exit code and stderr.
+inline text::testing::CliRun RunTrainCli(const std::vector<std::string>& args) {
+  TempDir scratch;
+  return text::testing::RunTrainCli(args, scratch.path());
 }
 
 // max |a - ref| and ||a - ref|| / ||ref|| within the given bounds (and the same shape).

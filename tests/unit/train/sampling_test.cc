@@ -45,7 +45,7 @@ std::string Message(const Result<SchedulerConfig>& r) {
 }  // namespace
 
 TEST_CASE("noise schedules equal diffusers' fp32 alphas_cumprod", "[sampling][fixture]") {
-  FIXTURE_SETS(sets, "scheduler-ref-", "schedules.json");
+  FIXTURE_SETS(sets, "scheduler", "schedules.json");
   for (const std::string& dir : sets) {
     Json ref = MustJson(dir + "/schedules.json")["alphas_cumprod_fp32"];
     for (const char* file : {"/euler_config.json", "/ddim_config.json"}) {
@@ -57,7 +57,7 @@ TEST_CASE("noise schedules equal diffusers' fp32 alphas_cumprod", "[sampling][fi
 }
 
 TEST_CASE("Euler timesteps, sigmas and init_noise_sigma match diffusers", "[sampling][fixture]") {
-  FIXTURE_SETS(sets, "scheduler-ref-", "schedules.json");
+  FIXTURE_SETS(sets, "scheduler", "schedules.json");
   for (const std::string& dir : sets) {
     Json config = MustJson(dir + "/euler_config.json");
     Json ref = MustJson(dir + "/schedules.json")["euler"];
@@ -79,7 +79,7 @@ TEST_CASE("Euler timesteps, sigmas and init_noise_sigma match diffusers", "[samp
 }
 
 TEST_CASE("DDIM timesteps and alpha products match diffusers", "[sampling][fixture]") {
-  FIXTURE_SETS(sets, "scheduler-ref-", "schedules.json");
+  FIXTURE_SETS(sets, "scheduler", "schedules.json");
   for (const std::string& dir : sets) {
     Json config = MustJson(dir + "/ddim_config.json");
     Json ref = MustJson(dir + "/schedules.json")["ddim"];
@@ -106,7 +106,7 @@ TEST_CASE("DDIM timesteps and alpha products match diffusers", "[sampling][fixtu
 }
 
 TEST_CASE("guided Euler and DDIM trajectories match diffusers", "[sampling][fixture]") {
-  FIXTURE_SETS(sets, "scheduler-ref-", "trajectory.safetensors");
+  FIXTURE_SETS(sets, "scheduler", "trajectory.safetensors");
   for (const std::string& dir : sets) {
     std::map<std::string, std::string> meta;
     Result<TensorMap> in = LoadSafetensors(dir + "/inputs.safetensors", &meta);
@@ -388,7 +388,7 @@ TEST_CASE("guidance and the sampling loop", "[sampling]") {
 }
 
 TEST_CASE("schedule CLI writes the reference schedules", "[sampling][cli][fixture]") {
-  FIXTURE_SETS(sets, "scheduler-ref-", "schedules.json");
+  FIXTURE_SETS(sets, "scheduler", "schedules.json");
   TempDir tmp;
   for (const std::string& dir : sets) {
     Json ref = MustJson(dir + "/schedules.json");
@@ -402,10 +402,10 @@ TEST_CASE("schedule CLI writes the reference schedules", "[sampling][cli][fixtur
       {
         const Json& want = ref[p][n];
         INFO(dir << ": " << p << " " << n);
-        CliResult r =
+        text::testing::CliRun r =
             RunTrainCli({"schedule", "--scheduler", p, "--config", dir + "/" + p + "_config.json",
                          "--steps", n, "--out", tmp / "o.json"});
-        INFO(r.error);
+        INFO(r.err);
         REQUIRE(r.code == 0);
         Json got = MustJson(tmp / "o.json");
         CHECK(got["timesteps"] == want["timesteps"]);
@@ -456,11 +456,11 @@ TEST_CASE("schedule CLI: bad configs and arguments give one clear error", "[samp
     std::vector<std::string> a = {"schedule"};
     a.insert(a.end(), args.begin(), args.end());
     a.insert(a.end(), {"--out", tmp / "o.json"});
-    CliResult r = RunTrainCli(a);
-    INFO(r.error);
+    text::testing::CliRun r = RunTrainCli(a);
+    INFO(r.err);
     CHECK(r.code == kExitFailed);
-    CHECK(r.error.find(needle) != std::string::npos);
-    CHECK(std::count(r.error.begin(), r.error.end(), '\n') == 1);
+    CHECK(r.err.find(needle) != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   }
   CHECK(RunTrainCli({"schedule", "--config", tmp / "ok.json"}).code == kExitUsage);
   CHECK(RunTrainCli({"schedule", "--bogus", "x"}).code == kExitUsage);

@@ -8,11 +8,11 @@
 #include <chrono>
 #include <cstdio>
 
-#include "agent/train/common/checkpoint_dir.h"
+#include "agent/protocol/checkpoint_dir.h"
+#include "agent/protocol/trainer_protocol.h"
 #include "agent/train/kinds.h"
 #include "agent/train/lora_sd/dataset.h"
 #include "agent/train/lora_sd/trainer.h"
-#include "shared/trainer_protocol.h"
 #include "train_test_util.h"  // Catch2, via the CHECK fix-up
 
 using namespace gleaner;

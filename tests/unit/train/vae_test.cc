@@ -3,6 +3,7 @@
 // scaling and 8-bit output, and `gleaner-train vae`.
 #include <cmath>
 
+#include "agent/train/images/decode.h"
 #include "agent/train/vae/image_latents.h"
 #include "ref_test_util.h"  // Catch2, via the CHECK fix-up
 
@@ -46,7 +47,7 @@ int64_t ParamCount(torch::nn::Module& m) {
 }  // namespace
 
 TEST_CASE("VAE encoder and decoder match diffusers", "[vae][fixture]") {
-  FIXTURE_SETS(sets, "vae-ref-", "weights.safetensors");
+  FIXTURE_SETS(sets, "vae", "weights.safetensors");
   for (const std::string& dir : sets) {
     INFO(dir);
     VaeConfig c = MustVaeConfig(MustJson(dir + "/config.json"));
@@ -72,7 +73,7 @@ TEST_CASE("VAE encoder and decoder match diffusers", "[vae][fixture]") {
 }
 
 TEST_CASE("VAE weights with the old attention names load to the same model", "[vae][fixture]") {
-  FIXTURE_SETS(sets, "vae-ref-", "weights.safetensors");
+  FIXTURE_SETS(sets, "vae", "weights.safetensors");
   const std::string dir = sets.front();
   VaeConfig c = MustVaeConfig(MustJson(dir + "/config.json"));
   TensorMap w = MustLoad(dir + "/weights.safetensors"), old;
@@ -171,7 +172,7 @@ TEST_CASE("VAE configs: levels, optional parts, diffusers' parameter names", "[v
   TensorMap w;
   for (const auto& p : AutoencoderKL(VaeConfig()).named_parameters()) w[p.key()] = p.value();
   Status st = LoadVaeWeights(m, w);
-  CHECK(st.message().find("weights: ") == 0);
+  CHECK(st.message().find("VAE weights: ") == 0);
 }
 
 TEST_CASE("VAE configs that name unsupported features are refused by name", "[vae]") {
@@ -199,7 +200,7 @@ TEST_CASE("VAE configs that name unsupported features are refused by name", "[va
 }
 
 TEST_CASE("spoiled VAE configs are answered, never crash", "[vae][fixture]") {
-  FIXTURE_SETS(sets, "vae-ref-", "config.json");
+  FIXTURE_SETS(sets, "vae", "config.json");
   int ok = 0, refused = 0;
   for (const Json& c : SpoiledConfigs(MustJson(sets.front() + "/config.json"))) {
     Result<VaeConfig> r = ParseVaeConfig(c);
@@ -223,8 +224,13 @@ TEST_CASE("images and latents of the wrong shape give one clear error", "[vae]")
   CHECK(CheckImages(c, torch::zeros({1, 3, 8, 12})).ok());
   CHECK(CheckImages(c, torch::zeros({1, 4, 8, 8})).message().find("3 channels") !=
         std::string::npos);
-  // 10 is not a multiple of 4: it would encode to 3 and decode back to 12.
-  CHECK(CheckImages(c, torch::zeros({1, 3, 10, 8})).message().find("multiples of 4") !=
+  // As diffusers, sizes that are not multiples of 4 encode (10 -> 5 -> 2); 3 is too small for
+  // two downsamplings (3 -> 1).
+  CHECK(CheckImages(c, torch::zeros({1, 3, 10, 8})).ok());
+  CHECK(CheckImages(c, torch::zeros({1, 3, 4, 8})).ok());
+  CHECK(CheckImages(c, torch::zeros({1, 3, 3, 8})).message().find("too small") !=
+        std::string::npos);
+  CHECK(CheckImages(c, torch::zeros({1, 3, 8, 0})).message().find("too small") !=
         std::string::npos);
   CHECK_FALSE(CheckImages(c, torch::zeros({3, 8, 8})).ok());
   CHECK_FALSE(CheckImages(c, torch::zeros({1, 3, 8, 8}, torch::kUInt8)).ok());
@@ -234,7 +240,12 @@ TEST_CASE("images and latents of the wrong shape give one clear error", "[vae]")
         std::string::npos);
   AutoencoderKL m(c);
   torch::Generator gen = at::detail::createCPUGenerator(0);
-  CHECK_FALSE(EncodeToLatents(m, torch::zeros({1, 3, 10, 8}), gen).ok());
+  CHECK(m.Encode(torch::zeros({1, 3, 10, 8})).mean.sizes() == torch::IntArrayRef({1, 4, 2, 2}));
+  // Training images must decode back to their size.
+  CHECK(EncodeToLatents(m, torch::zeros({1, 3, 10, 8}), gen)
+            .status()
+            .message()
+            .find("multiples of 4") != std::string::npos);
   CHECK_FALSE(DecodeToImages(m, torch::zeros({1, 3, 2, 2})).ok());
   Result<torch::Tensor> img = DecodeToImages(m, torch::zeros({1, 4, 2, 3}));
   REQUIRE(img.ok());
@@ -286,7 +297,7 @@ TEST_CASE("pipeline scaling and the 8-bit output", "[vae]") {
 }
 
 TEST_CASE("vae CLI reproduces the reference outputs", "[vae][cli][fixture]") {
-  FIXTURE_SETS(sets, "vae-ref-", "weights.safetensors");
+  FIXTURE_SETS(sets, "vae", "weights.safetensors");
   TempDir tmp;
   for (const std::string& dir : sets) {
     INFO(dir);
@@ -301,8 +312,8 @@ TEST_CASE("vae CLI reproduces the reference outputs", "[vae][cli][fixture]") {
                                      "7"};
     std::vector<std::string> first = args;
     first.insert(first.end(), {"--out", tmp / "a.safetensors"});
-    CliResult r = RunTrainCli(first);
-    INFO(r.error);
+    text::testing::CliRun r = RunTrainCli(first);
+    INFO(r.err);
     REQUIRE(r.code == 0);
     TensorMap got = MustLoad(tmp / "a.safetensors"), ref = MustLoad(dir + "/outputs.safetensors");
     for (const char* k : {"mean", "logvar", "std", "decoded", "decoded_u8", "sample", "latents"}) {
@@ -314,16 +325,29 @@ TEST_CASE("vae CLI reproduces the reference outputs", "[vae][cli][fixture]") {
     torch::Tensor noise = torch::randn(got.at("mean").sizes(), gen);
     CHECK(torch::allclose(got.at("sample"), got.at("mean") + got.at("std") * noise));
     VaeConfig c = MustVaeConfig(MustJson(dir + "/config.json"));
-    CHECK(torch::equal(got.at("latents"), got.at("sample") * c.scaling_factor));
-    // Same seed, same bytes.
-    args.insert(args.end(), {"--out", tmp / "b.safetensors"});
+    CHECK(torch::equal(got.at("latents"), ScaleLatents(c, got.at("sample"))));
+    // Same seed, same bytes; the PNGs hold decoded_u8.
+    args.insert(args.end(), {"--out", tmp / "b.safetensors", "--png", tmp / "png"});
     REQUIRE(RunTrainCli(args).code == 0);
     CHECK(ReadFile(tmp / "a.safetensors").value() == ReadFile(tmp / "b.safetensors").value());
+    const torch::Tensor& u8 = got.at("decoded_u8");
+    for (int64_t i = 0; i < u8.size(0); ++i) {
+      Result<std::string> png = ReadFile(tmp / "png" / (std::to_string(i) + ".png"));
+      REQUIRE(png.ok());
+      Result<images::Image> img = images::DecodeImage(*png);
+      REQUIRE(img.ok());
+      REQUIRE(img->height == u8.size(2));
+      REQUIRE(img->width == u8.size(3));
+      torch::Tensor back =
+          torch::from_blob(img->rgb.data(), {img->height, img->width, 3}, torch::kUInt8)
+              .permute({2, 0, 1});
+      CHECK(torch::equal(back, u8[i]));
+    }
   }
 }
 
 TEST_CASE("vae CLI: bad inputs give one clear error", "[vae][cli][fixture]") {
-  FIXTURE_SETS(sets, "vae-ref-", "weights.safetensors");
+  FIXTURE_SETS(sets, "vae", "weights.safetensors");
   const std::string dir = sets.front();
   TempDir tmp;
   auto inputs = [&](const std::string& name, const TensorMap& t) {
@@ -343,22 +367,21 @@ TEST_CASE("vae CLI: bad inputs give one clear error", "[vae][cli][fixture]") {
   };
   const Case cases[] = {
       {"", "", inputs("c4.st", {{"image", torch::zeros({1, 4, 32, 32})}}), "3 channels"},
-      {"", "", inputs("odd.st", {{"image", torch::zeros({1, 3, 32, 2 * f + 1})}}),
-       "multiples of " + std::to_string(f)},
+      {"", "", inputs("thin.st", {{"image", torch::zeros({1, 3, 32, f / 2})}}), "too small"},
       {"", "", inputs("lat.st", {{"latent", torch::zeros({1, 3, 8, 8})}}), "latents must"},
       {"", "", inputs("none.st", {{"x", torch::zeros({1})}}), "image"},
       {tmp / "gelu.json", "", ok_in, "act_fn"},
       {"", tmp / "partial.safetensors", ok_in, "missing keys: decoder.conv_out.bias"},
       {"", tmp / "nothing.safetensors", ok_in, "nothing.safetensors"}};
   for (const Case& c : cases) {
-    CliResult r =
+    text::testing::CliRun r =
         RunTrainCli({"vae", "--config", c.config.empty() ? dir + "/config.json" : c.config,
                      "--weights", c.weights.empty() ? dir + "/weights.safetensors" : c.weights,
                      "--inputs", c.in, "--out", tmp / "o.safetensors"});
-    INFO(r.error);
+    INFO(r.err);
     CHECK(r.code == kExitFailed);
-    CHECK(r.error.find(c.needle) != std::string::npos);
-    CHECK(std::count(r.error.begin(), r.error.end(), '\n') == 1);
+    CHECK(r.err.find(c.needle) != std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   }
   CHECK(RunTrainCli({"vae", "--config", dir + "/config.json"}).code == kExitUsage);
   CHECK(RunTrainCli({"vae", "--inputs"}).code == kExitUsage);

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "coordinator/core/migrations.h"
-#include "coordinator/native/sqlite_executor.h"
+#include "coordinator/native/db/sqlite_executor.h"
 #include "wasm/wire_json.h"
 
 using namespace gleaner;

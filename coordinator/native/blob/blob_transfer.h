@@ -1,0 +1,42 @@
+// Blob transfers of the HTTP front end: PUT and GET/HEAD of /blobs/<key>?<signed query>, run on a
+// worker thread that has taken the connection over from the event loop (they stream large bodies
+// and fsync files, which the loop must never wait for).
+//   PUT: the URL's size limit (413 before reading; the loop checked the URL), Expect:
+//        100-continue, the body (Content-Length or chunked) streamed into the BlobStore while
+//        hashed, Finish (fsync, sha256 check), BlobPlacePlan (a committed object is never
+//        replaced: 409), Place (rename), BlobStoredPlan.
+//   GET: one byte range or the whole object, streamed from the file.
+// A refused request's body is read and dropped (up to 8 MiB) so that a client still sending it
+// sees the answer; past that the connection is closed.
+// Threading: ServeBlob runs on a worker thread with exclusive use of the connection; the
+// dependencies are thread-safe (PlanRunner, BlobStore, Coordinator's const calls).
+#pragma once
+
+#include <atomic>
+
+#include "coordinator/core/coordinator.h"
+#include "coordinator/native/blob/blob_store.h"
+#include "coordinator/native/clock.h"
+#include "coordinator/native/db/plan_runner.h"
+#include "coordinator/native/http/http_conn.h"
+
+namespace gleaner::native {
+
+struct BlobDeps {
+  const core::Coordinator* coord = nullptr;
+  PlanRunner* runner = nullptr;
+  BlobStore* blobs = nullptr;
+  const Clock* clock = nullptr;
+  int io_timeout_ms = 30000;  // no progress this long on the socket ends the transfer
+  // Set once the server drains (may be null): answers then carry Connection: close.
+  const std::atomic<bool>* stopping = nullptr;
+};
+
+// Answers the blob request whose head conn.parser holds (conn.meta filled; grant: the URL as
+// checked on the loop with Coordinator::AuthorizeBlob, for PUT and GET/HEAD; conn.in holds bytes
+// received after the head). Writes the whole response and logs it. Returns whether the
+// connection can serve another request (the body was consumed and nothing broke); unparsed bytes
+// after the body stay in conn.in.
+bool ServeBlob(const BlobDeps& deps, const core::BlobGrant& grant, HttpConn& conn);
+
+}  // namespace gleaner::native
