@@ -332,7 +332,7 @@ TEST_CASE("vae CLI reproduces the reference outputs", "[vae][cli][fixture]") {
     CHECK(ReadFile(tmp / "a.safetensors").value() == ReadFile(tmp / "b.safetensors").value());
     const torch::Tensor& u8 = got.at("decoded_u8");
     for (int64_t i = 0; i < u8.size(0); ++i) {
-      Result<std::string> png = ReadFile(tmp / "png" / (std::to_string(i) + ".png"));
+      Result<std::string> png = ReadFile(tmp / ("png/" + std::to_string(i) + ".png"));
       REQUIRE(png.ok());
       Result<images::Image> img = images::DecodeImage(*png);
       REQUIRE(img.ok());
