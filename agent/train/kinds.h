@@ -26,6 +26,10 @@ int ForwardMain(int argc, char** argv);
 int MakeDatasetMain(int argc, char** argv);
 // `gleaner-train make-model --out W [--config C | --sdxl] [--seed S]`: random UNet weights.
 int MakeModelMain(int argc, char** argv);
+// `gleaner-train vae ...` (vae/vae_main.cc) and `gleaner-train schedule ...`
+// (sampling/schedule_main.cc).
+int VaeMain(int argc, char** argv);
+int ScheduleMain(int argc, char** argv);
 #endif
 
 }  // namespace gleaner::train

@@ -83,6 +83,12 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "text-encode") == 0) {
     return gleaner::train::text::TextEncodeMain(argc - 2, argv + 2);
   }
+  if (argc >= 2 && std::strcmp(argv[1], "vae") == 0) {
+    return gleaner::train::VaeMain(argc - 2, argv + 2);
+  }
+  if (argc >= 2 && std::strcmp(argv[1], "schedule") == 0) {
+    return gleaner::train::ScheduleMain(argc - 2, argv + 2);
+  }
 #endif
   return Usage();
 }

@@ -4,12 +4,6 @@
 
 namespace gleaner::train::lora_sd {
 
-torch::Tensor ScaledLinearAlphasCumprod(int64_t n, double beta_start, double beta_end) {
-  torch::Tensor betas =
-      torch::linspace(std::sqrt(beta_start), std::sqrt(beta_end), n, torch::kFloat32).pow(2);
-  return torch::cumprod(1.0 - betas, 0);
-}
-
 bool IsKnownLrScheduler(const std::string& name) {
   return name == "constant" || name == "constant_with_warmup" || name == "linear" ||
          name == "cosine";

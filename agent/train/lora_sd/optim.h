@@ -1,4 +1,5 @@
-// Training math for lora-sd: DDPM noise schedule, learning-rate schedules, AdamW, loss scaling.
+// Training math for lora-sd: learning-rate schedules, AdamW, loss scaling (the DDPM noise
+// schedule is sampling/noise_schedule.h, shared with the samplers).
 //
 // Contract: all state that must survive a resume is plain data (AdamW moments as tensors, step
 // counters, scaler scale/tracker) that the checkpoint code saves and restores exactly; nothing
@@ -11,13 +12,12 @@
 #include <vector>
 
 #include "agent/train/nn/torch_io.h"
+#include "agent/train/sampling/noise_schedule.h"
 
 namespace gleaner::train::lora_sd {
 
-// diffusers' DDPMScheduler "scaled_linear": betas = linspace(sqrt(b0), sqrt(b1), n)^2 in fp32,
-// alphas_cumprod = cumprod(1 - betas).
-torch::Tensor ScaledLinearAlphasCumprod(int64_t n = 1000, double beta_start = 0.00085,
-                                        double beta_end = 0.012);
+// diffusers' DDPMScheduler "scaled_linear" ᾱ_t, shared with the samplers.
+using sampling::ScaledLinearAlphasCumprod;
 
 // Multiplier of the base learning rate before optimizer step `step` (0-based), as diffusers'
 // get_scheduler: constant, constant_with_warmup, linear, cosine (half cycle).

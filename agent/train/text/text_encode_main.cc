@@ -15,10 +15,10 @@
 #include <set>
 #include <string>
 
-#include "agent/train/text/command_flags.h"
+#include "agent/protocol/trainer_protocol.h"
+#include "agent/train/common/command_flags.h"
 #include "agent/train/text/commands.h"
 #include "agent/train/text/text_encoder_lora.h"
-#include "agent/protocol/trainer_protocol.h"
 
 namespace gleaner::train::text {
 namespace {

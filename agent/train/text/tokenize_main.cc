@@ -5,12 +5,12 @@
 #include <string>
 #include <vector>
 
-#include "shared/native/files.h"
+#include "agent/protocol/trainer_protocol.h"
+#include "agent/train/common/command_flags.h"
 #include "agent/train/text/clip_tokenizer.h"
-#include "agent/train/text/command_flags.h"
 #include "agent/train/text/commands.h"
 #include "shared/json.h"
-#include "agent/protocol/trainer_protocol.h"
+#include "shared/native/files.h"
 
 namespace gleaner::train::text {
 namespace {

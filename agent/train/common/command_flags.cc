@@ -1,8 +1,8 @@
-#include "agent/train/text/command_flags.h"
+#include "agent/train/common/command_flags.h"
 
 #include <cstring>
 
-namespace gleaner::train::text {
+namespace gleaner::train {
 
 Result<CommandFlags> ParseCommandFlags(int argc, char** argv,
                                        std::initializer_list<const char*> required,
@@ -34,4 +34,4 @@ std::string FlagOr(const CommandFlags& flags, const char* name) {
   return it == flags.end() ? "" : it->second;
 }
 
-}  // namespace gleaner::train::text
+}  // namespace gleaner::train

@@ -1,4 +1,4 @@
-// `--name value` flags of the text subcommands of gleaner-train (tokenize, text-encode).
+// `--name value` flags of gleaner-train's subcommands (tokenize, text-encode, vae, schedule).
 //
 // Contract: every flag takes exactly one value; an unknown, repeated or value-less flag, or a
 // missing required one, is an InvalidArgument whose message is one readable line (the caller
@@ -11,7 +11,7 @@
 
 #include "shared/status.h"
 
-namespace gleaner::train::text {
+namespace gleaner::train {
 
 using CommandFlags = std::map<std::string, std::string>;  // "--out" -> value
 
@@ -22,4 +22,4 @@ Result<CommandFlags> ParseCommandFlags(int argc, char** argv,
 // The value of a flag, or "" when absent.
 std::string FlagOr(const CommandFlags& flags, const char* name);
 
-}  // namespace gleaner::train::text
+}  // namespace gleaner::train
