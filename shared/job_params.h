@@ -16,6 +16,8 @@
 namespace gleaner {
 
 constexpr int64_t kMaxJobSteps = 10000000;
+constexpr int64_t kMaxSamplePrompts = 8;
+constexpr int64_t kMaxSamplePromptChars = 1000;
 // Largest integer every shell represents exactly (the edge shell is JavaScript).
 constexpr int64_t kMaxSafeInteger = 9007199254740991;
 
@@ -36,6 +38,12 @@ bool JobKindNeedsInputs(const std::string& kind);
 //             v_prediction, prior_loss_weight 1.0, snr_gamma 0 (off), noise_offset 0,
 //             max_grad_norm 1.0 (0 = no clipping), adam_beta1 0.9, adam_beta2 0.999,
 //             adam_weight_decay 0.01, adam_epsilon 1e-8.
+//  samples (both kinds, all absent = no samples): sample_prompts (1..8, each a string or
+//             {prompt, negative_prompt}; normalised to objects with both), sample_every
+//             (1..steps, checkpoint_every), sample_steps (1..1000, 25), guidance_scale (0..100,
+//             7.5), sample_seed (0..2^53-1, seed), sample_resolution (8..4096, multiple of 8,
+//             512). The other sample fields without sample_prompts are refused. synthetic also
+//             takes sample_ms (0..60000, 0: a test hook, time per sample image).
 Result<Json> NormalizeParams(const std::string& kind, const Json& params);
 
 // Checks a diffusers UNet2DConditionModel config object enough to reject obvious garbage

@@ -80,6 +80,14 @@ int CmdReport(Api& api, const Args& a);
 int CmdNodes(Api& api, const Args& a);
 int CmdKeys(Api& api, const Args& a);
 
+int CmdJobs(Api& api, const Args& a);  // jobs samples ID [--out DIR] (samples.cc)
+
+// Downloads object o ({url, sha256, size}) to dest through dest + ".part", checks its sha256
+// and size, then renames it into place; *sha and *got are what arrived. label names it in
+// progress and errors.
+Failure DownloadVerified(Api& api, const Json& o, const std::string& dest, const std::string& label,
+                         std::string* sha, int64_t* got);
+
 // Prints "gleaner: <message>" on stderr; returns f.code.
 int Report(const Failure& f);
 // Prints a JSON value (pretty, 2 spaces) on stdout.

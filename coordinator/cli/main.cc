@@ -21,6 +21,7 @@ const char kUsage[] =
     "  logs ID                                a job's leases, checkpoints and failures\n"
     "  cancel ID [--reason TEXT]              cancel a pending or running job\n"
     "  download ID [-o DIR]                   a completed job's outputs (sha256-checked)\n"
+    "  jobs samples ID [--out DIR]            a job's sample images, DIR/<step>/<i>.png\n"
     "  report [--by job|node|gpu|day] [--from T] [--to T] [--csv]\n"
     "                                         cost report (operator)\n"
     "  nodes [quarantine|restore ID]          the fleet (operator)\n"
@@ -33,9 +34,9 @@ const char kUsage[] =
     "(submit --wait), 5 local file error or checksum mismatch.\n";
 
 const std::set<std::string> kBoolFlags = {"json", "wait", "csv", "help"};
-const std::set<std::string> kValueFlags = {"url",   "token", "name",   "poll",   "idempotency-key",
-                                           "state", "limit", "reason", "o",      "by",
-                                           "from",  "to",    "role",   "ca-file"};
+const std::set<std::string> kValueFlags = {"url",   "token", "name",   "poll",    "idempotency-key",
+                                           "state", "limit", "reason", "o",       "by",
+                                           "from",  "to",    "role",   "ca-file", "out"};
 
 bool Parse(int argc, char** argv, Args* a, std::string* error) {
   for (int i = 1; i < argc; ++i) {
@@ -111,7 +112,7 @@ int main(int argc, char** argv) {
       {"upload", CmdUpload},     {"submit", CmdSubmit}, {"status", CmdStatus},
       {"list", CmdList},         {"logs", CmdLogs},     {"cancel", CmdCancel},
       {"download", CmdDownload}, {"report", CmdReport}, {"nodes", CmdNodes},
-      {"keys", CmdKeys},
+      {"keys", CmdKeys},         {"jobs", CmdJobs},
   };
   for (const auto& [name, fn] : kCommands) {
     if (cmd == name) return fn(api, a);

@@ -31,6 +31,14 @@ Plan HandleHeartbeat(CtxPtr ctx);
 Plan HandleCheckpointUrl(CtxPtr ctx);
 Plan HandleCheckpointCommit(CtxPtr ctx);
 Plan HandleOutputUrl(CtxPtr ctx);
+// routes_samples.cc
+Plan HandleSampleUrl(CtxPtr ctx);
+Plan HandleSampleCommit(CtxPtr ctx);
+Plan HandleListSamples(CtxPtr ctx);
+// Sample steps (rows: step, seed, seconds, committed_at; step descending) with their images
+// (rows: step, idx, key, sha256, size, prompt, negative_prompt; step descending, idx) as JSON
+// with fresh GET URLs.
+Json SampleStepsJson(const Rows& steps, const Rows& images, const Ctx& ctx);
 // routes_finish.cc
 Plan HandleComplete(CtxPtr ctx);
 Plan HandleFail(CtxPtr ctx);
