@@ -31,6 +31,9 @@ Plan HandleHeartbeat(CtxPtr ctx);
 Plan HandleCheckpointUrl(CtxPtr ctx);
 Plan HandleCheckpointCommit(CtxPtr ctx);
 Plan HandleOutputUrl(CtxPtr ctx);
+// 200 {key, url: a PUT URL for key, method, max_size, expires_at}: where a node uploads an
+// object (checkpoints, outputs, samples).
+Plan RespondPutUrl(const Ctx& ctx, const std::string& key, int64_t max_size);
 // routes_samples.cc
 Plan HandleSampleUrl(CtxPtr ctx);
 Plan HandleSampleCommit(CtxPtr ctx);

@@ -109,13 +109,8 @@ Plan HandleSampleUrl(CtxPtr ctx) {
     if (step > res.results[0].Get(0, "steps_total").AsInt()) {
       return Plan::Fail(Status::Invalid("step is beyond the job's steps"));
     }
-    std::string key = SampleKey(ctx->args[0], epoch, step, index);
-    MintedUrl put = PutUrl(*ctx->config, key, ctx->config->max_output_bytes, "", ctx->now());
-    return RespondJson(200, {{"key", key},
-                             {"url", put.url},
-                             {"method", "PUT"},
-                             {"max_size", ctx->config->max_output_bytes},
-                             {"expires_at", FormatTime(put.expires_at_ms)}});
+    return RespondPutUrl(*ctx, SampleKey(ctx->args[0], epoch, step, index),
+                         ctx->config->max_output_bytes);
   });
 }
 

@@ -233,17 +233,17 @@ TEST_CASE(
   REQUIRE(fleet.ok());
   const std::string op = fleet.coordinator().options().operator_token;
   Cli cli(dir, fleet.coordinator().url());
-  // 400 ms per image: long enough to stop the agent while step 16's images are rendered.
   const std::string interrupted = fleet.Submit(SampleJob(400));
   REQUIRE(!interrupted.empty());
   std::string error;
   AgentProcess& agent = fleet.AddAgent("a");
   REQUIRE(agent.Start(&error));
+  // Checkpoint 16 is durable: the trainer now renders step 16's images (2 x 400 ms).
   const std::string rendering =
-      dir.path() + "/a/jobs/" + interrupted + "-e1/samples/0000000016.tmp";
+      dir.path() + "/a/jobs/" + interrupted + "-e1/checkpoints/0000000016";
   INFO(agent.Log());
   REQUIRE(
-      WaitUntil([&] { return access(rendering.c_str(), F_OK) == 0; }, Millis(30000), Millis(10)));
+      WaitUntil([&] { return access(rendering.c_str(), F_OK) == 0; }, Millis(30000), Millis(5)));
   agent.process().Signal(SIGTERM);
   auto exit = agent.process().Wait(Millis(15000));
   REQUIRE(exit.has_value());

@@ -327,7 +327,7 @@ function drawSamples() {
     el("div", { class: "sample-row" }, ...s.images.map((i) => {
       const caption = i.prompt + (i.negative_prompt ? ` (not: ${i.negative_prompt})` : "");
       return el("figure", { "data-sha256": i.sha256, "data-step": s.step, "data-index": i.index },
-        el("img", { src: i.url, alt: i.prompt, loading: "lazy", title: caption,
+        el("img", { src: i.url, alt: i.prompt, title: caption,
                     onclick: () => enlargeSample(i.url, caption) }),
         el("figcaption", {}, caption));
     })))));
