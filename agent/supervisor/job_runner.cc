@@ -394,8 +394,12 @@ JobOutcome Run::Complete() {
     // The result supersedes any pending checkpoint; the samples (the final ones last) are
     // part of the result, so they go up before it.
     uploader_->DropCheckpoints();
-    if (!uploader_->Drain(std::max(0.1, SecondsLeft(sd_) - 1.0))) {
-      Log("job %s: sample upload not finished before the deadline", job_.job_id.c_str());
+    while (!uploader_->Drain(0.2)) {
+      Apply(Tick());
+      if (GiveUp()) {  // the lease ran out (or the deadline came) while they were uploading
+        Log("job %s: sample upload not finished in time", job_.job_id.c_str());
+        break;
+      }
     }
     if (uploader_->lease_lost()) Apply(Event(JobEvent::Type::kLeaseRefused));
     uploader_->Abort();
