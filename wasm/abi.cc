@@ -4,6 +4,8 @@
 // an entry point with (ptr, len) — it frees nothing the host allocated — then read the answer at
 // gl_out_ptr() with the length the entry point returned; the answer stays valid until the next
 // call. gl_free(ptr) releases a gl_alloc buffer. Single-threaded; _initialize() first (reactor).
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -25,6 +27,13 @@ std::string& Out() {
 int32_t Answer(std::string text) {
   Out() = std::move(text);
   return int32_t(Out().size());
+}
+
+// 32 fresh bytes for a request's ids, tokens and nonces (WASI random_get: the Worker's
+// crypto.getRandomValues), or "" if none could be drawn.
+std::string Entropy() {
+  std::string bytes(32, '\0');
+  return getentropy(bytes.data(), bytes.size()) == 0 ? bytes : std::string();
 }
 
 std::string In(const char* ptr, int32_t len) {
@@ -52,7 +61,7 @@ GL_EXPORT(gl_init) int32_t gl_init(const char* ptr, int32_t len) {
 }
 
 GL_EXPORT(gl_start) int32_t gl_start(const char* ptr, int32_t len) {
-  return Answer(Session().Start(In(ptr, len)));
+  return Answer(Session().Start(In(ptr, len), Entropy()));
 }
 
 GL_EXPORT(gl_continue) int32_t gl_continue(int32_t handle, const char* ptr, int32_t len) {

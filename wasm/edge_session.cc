@@ -12,10 +12,10 @@ using core::Plan;
 namespace {
 
 std::string DoneWith(const Status& st) {
-  Json j = {{"done", true},
-            {"response", ResponseToJson(HttpResponse::Error(st))},
-            {"blob_deletes", Json::array()}};
-  return DumpJson(j);
+  std::string out = "{\"done\":true,\"response\":";
+  AppendResponseJson(&out, HttpResponse::Error(st));
+  out += ",\"blob_deletes\":[]}";
+  return out;
 }
 
 }  // namespace
@@ -26,26 +26,37 @@ std::string EdgeSession::Init(const std::string& config_json) {
   if (!j.ok()) return "config: " + j.status().message();
   Result<core::CoreConfig> config = ConfigFromJson(*j);
   if (!config.ok()) return config.status().message();
-  coordinator_ = std::make_unique<core::Coordinator>(std::move(config).value(), &limiter_);
+  coordinator_ =
+      std::make_unique<core::Coordinator>(std::move(config).value(), &limiter_, &callers_);
   return "";
 }
 
 std::string EdgeSession::Step(Plan plan) {
+  std::string out;
   if (plan.done()) {
-    Json j = {{"done", true},
-              {"response", ResponseToJson(plan.response())},
-              {"blob_deletes", plan.blob_deletes()}};
-    return DumpJson(j);
+    out = "{\"done\":true,\"response\":";
+    AppendResponseJson(&out, plan.response());
+    out += ",\"blob_deletes\":[";
+    for (size_t i = 0; i < plan.blob_deletes().size(); ++i) {
+      if (i > 0) out.push_back(',');
+      AppendJsonString(&out, plan.blob_deletes()[i]);
+    }
+    out += "]}";
+    return out;
   }
   int64_t handle = next_handle_++;
-  Json j = {{"done", false},
-            {"handle", handle},
-            {"batch", BatchToJson(InlineIntegerParams(plan.batch()))}};
+  out = "{\"done\":false,\"handle\":" + std::to_string(handle) + ",\"batch\":[";
+  const std::vector<core::Statement>& statements = plan.batch().statements;
+  for (size_t i = 0; i < statements.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    statements_.AppendJson(statements[i], &out);
+  }
+  out += "]}";
   plans_.emplace(handle, std::move(plan));
-  return DumpJson(j);
+  return out;
 }
 
-std::string EdgeSession::Start(const std::string& op_json) {
+std::string EdgeSession::Start(const std::string& op_json, const std::string& entropy) {
   if (!coordinator_) return DoneWith(Status::Unavailable("the core is not initialised"));
   Result<Json> parsed = ParseJson(op_json);
   if (!parsed.ok()) return DoneWith(Status::Internal("op: " + parsed.status().message()));
@@ -59,6 +70,8 @@ std::string EdgeSession::Start(const std::string& op_json) {
     if (r == j.end()) return DoneWith(Status::Internal("request is required"));
     Result<core::HttpRequest> req = RequestFromJson(*r);
     if (!req.ok()) return DoneWith(Status::Internal(req.status().message()));
+    if (req->entropy.empty()) req->entropy = entropy;
+    if (req->entropy.size() < 32) return DoneWith(Status::Internal("the request has no entropy"));
     return Step(coordinator_->Handle(*req));
   }
   if (op == "migrate") return Step(coordinator_->MigrationPlan());
@@ -133,14 +146,15 @@ std::string EdgeSession::AuthorizeBlob(const std::string& json) {
   } else {
     st = parsed.status();
   }
-  if (!st.ok()) {
-    return DumpJson(
-        {{"ok", false},
-         {"response", ResponseToJson(HttpResponse::Error(Status::Internal(st.message())))}});
-  }
-  Result<core::BlobGrant> g = coordinator_->AuthorizeBlob(method, path, query, now_ms);
+  std::string out;
+  Result<core::BlobGrant> g = st.ok() ? coordinator_->AuthorizeBlob(method, path, query, now_ms)
+                                      : Result<core::BlobGrant>(st);
   if (!g.ok()) {
-    return DumpJson({{"ok", false}, {"response", ResponseToJson(HttpResponse::Error(g.status()))}});
+    out = "{\"ok\":false,\"response\":";
+    AppendResponseJson(&out,
+                       HttpResponse::Error(st.ok() ? g.status() : Status::Internal(st.message())));
+    out += "}";
+    return out;
   }
   Json grant = {
       {"key", g->key}, {"method", g->method}, {"max_size", g->max_size}, {"sha256", g->sha256}};

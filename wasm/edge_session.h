@@ -2,9 +2,9 @@
 // asynchronously (the Worker awaits D1 between steps, so plans must outlive a call).
 //
 // Every operation returns one JSON text, a "step":
-//   {"done": false, "handle": N, "batch": <batch>}   run the batch, then Continue(N, result)
+//   {"done": false, "handle": N, "batch": [<statement>...]}   run it, then Continue(N, result)
 //   {"done": true, "response": <response>, "blob_deletes": [key...]}
-// (shapes in wasm/wire_json.h; batches have their integer parameters inlined for D1). Bad input
+// (shapes in wasm/wire_json.h; batches in the ForD1 form). Bad input
 // from the shell becomes a done step with a 500/400 error response, never a crash. A handle is
 // valid until its plan finishes or is dropped.
 //
@@ -17,6 +17,7 @@
 #include <string>
 
 #include "coordinator/core/coordinator.h"
+#include "wasm/wire_json.h"
 
 namespace gleaner::edge {
 
@@ -29,13 +30,14 @@ class EdgeSession {
   bool ready() const { return coordinator_ != nullptr; }
 
   // Starts an operation. op_json is one of:
-  //   {"op":"request", "request": <request>}
+  //   {"op":"request", "request": <request>}   (entropy: used when the request carries none;
+  //                                             at least 32 bytes)
   //   {"op":"migrate"}
   //   {"op":"bootstrap", "token": T, "now_ms": N}
   //   {"op":"maintenance", "now_ms": N}
   //   {"op":"blob_stored", "key": K, "size": S, "sha256": H, "now_ms": N}
   //   {"op":"blob_place", "key": K, "sha256": H or "", "now_ms": N}  (Coordinator::BlobPlacePlan)
-  std::string Start(const std::string& op_json);
+  std::string Start(const std::string& op_json, const std::string& entropy = "");
 
   // Feeds the result of the handle's batch (wire result JSON) and returns the next step.
   std::string Continue(int64_t handle, const std::string& result_json);
@@ -51,10 +53,13 @@ class EdgeSession {
  private:
   std::string Step(core::Plan plan);
 
-  // Rate-limit buckets of this instance (per isolate); outlives coordinator_ (declared first).
+  // Rate-limit buckets and remembered callers of this instance (per isolate); both outlive
+  // coordinator_ (declared first).
   core::BucketTable limiter_;
+  core::CallerTable callers_;
   std::unique_ptr<core::Coordinator> coordinator_;
   std::map<int64_t, core::Plan> plans_;
+  D1Statements statements_;
   int64_t next_handle_ = 1;
 };
 

@@ -3,25 +3,34 @@
 // bucket: the same Worker and wasm module that `wrangler deploy` ships.
 //
 //   node wasm/serve.mjs --port 8787 [--host 127.0.0.1] [--persist DIR] [--port-file FILE]
-//        [--heartbeat-interval S] [--stall-after S] [--config JSON]
+//        [--heartbeat-interval S] [--stall-after S] [--config JSON] [--worker FILE] [--verbose]
 //
 // Environment: GLEANER_OPERATOR_TOKEN (registered as an operator key), GLEANER_BLOB_SIGNING_KEY
 // (default: random, kept in DIR when --persist is given), GLEANER_CONFIG (JSON core settings).
-// Maintenance (the cron trigger) runs on demand: GET /cdn-cgi/handler/scheduled on the same port.
+// Maintenance (the cron trigger) runs on demand: POST /v1/admin/maintenance (operator), or
+// GET /cdn-cgi/handler/scheduled on Miniflare's entry port (printed at start).
 // --port 0 picks a free port; the chosen one is printed and written to --port-file.
+// --worker FILE runs another entry module in place of wasm/worker.mjs (tests wrap the Worker);
+// --verbose logs what Miniflare and workerd report (each request, runtime diagnostics);
+// GLEANER_MINIFLARE names another Miniflare package directory (tests run an older runtime).
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { Miniflare } from "miniflare";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
+const repo = join(here, "..");
+const { Miniflare, Log, LogLevel } = await import(
+  process.env.GLEANER_MINIFLARE
+    ? pathToFileURL(join(process.env.GLEANER_MINIFLARE, "dist", "src", "index.js")).href
+    : "miniflare"
+);
 
 function usage(message) {
   if (message) console.error(`serve: ${message}`);
   console.error(
     "usage: node wasm/serve.mjs --port P [--host H] [--persist DIR] [--port-file F] " +
-      "[--heartbeat-interval S] [--stall-after S] [--config JSON]",
+      "[--heartbeat-interval S] [--stall-after S] [--config JSON] [--worker FILE] [--verbose]",
   );
   process.exit(2);
 }
@@ -44,6 +53,8 @@ function parseArgs(argv) {
       case "--heartbeat-interval": opts.heartbeat = numeric(a, v); i++; break;
       case "--stall-after": opts.stall = numeric(a, v); i++; break;
       case "--config": opts.config = v ?? usage("--config needs JSON"); i++; break;
+      case "--worker": opts.worker = resolve(v ?? usage("--worker needs a file")); i++; break;
+      case "--verbose": opts.verbose = true; break;
       case "-h": case "--help": usage(); break;
       default: usage(`unknown argument ${a}`);
     }
@@ -91,13 +102,21 @@ if (process.env.GLEANER_OPERATOR_TOKEN) {
 }
 if (process.env.GLEANER_PUBLIC_URL) bindings.GLEANER_PUBLIC_URL = process.env.GLEANER_PUBLIC_URL;
 
+// Requests reach the Worker on a socket of its own, as in production; Miniflare's entry socket
+// (which also routes through Miniflare's own entry Worker, and has reset connections under
+// sustained load) stays on a free loopback port for the cron trigger only.
 const mf = new Miniflare({
-  host: opts.host,
-  port: opts.port,
+  ...(opts.verbose ? { verbose: true, log: new Log(LogLevel.DEBUG) } : {}),
+  host: "127.0.0.1",
+  port: 0,
+  // No request.cf from the network (offline; a placeholder object, as in tests).
+  cf: false,
+  unsafeDirectSockets: [{ host: opts.host, port: opts.port }],
   compatibilityDate: "2025-01-01",
-  modulesRoot: here,
+  modulesRoot: repo,
   modules: [
-    { type: "ESModule", path: join(here, "worker.mjs") },
+    { type: "ESModule", path: opts.worker ?? join(here, "worker.mjs") },
+    ...(opts.worker ? [{ type: "ESModule", path: join(here, "worker.mjs") }] : []),
     { type: "CompiledWasm", path: wasmPath },
   ],
   bindings,
@@ -108,10 +127,10 @@ const mf = new Miniflare({
   unsafeTriggerHandlers: true,
 });
 
-const url = await mf.ready;
-const port = Number(url.port);
+const entry = await mf.ready;
+const port = Number((await mf.unsafeGetDirectURL()).port);
 console.log(`gleaner edge coordinator (Miniflare) listening on http://${opts.host}:${port}`);
-console.log(`maintenance tick: curl http://${opts.host}:${port}/cdn-cgi/handler/scheduled`);
+console.log(`maintenance tick: curl http://127.0.0.1:${entry.port}/cdn-cgi/handler/scheduled`);
 if (opts.portFile) {
   writeFileSync(`${opts.portFile}.tmp`, `${port}\n`);
   renameSync(`${opts.portFile}.tmp`, opts.portFile);

@@ -260,13 +260,13 @@ Result<HttpRequest> RequestFromJson(const Json& j) {
   f.Int("now_ms", &r.now_ms, true, 0, INT64_MAX);
   f.String("request_id", &r.request_id, false, 256);
   std::string entropy_hex;
-  f.String("entropy", &entropy_hex, true, 1024);
+  f.String("entropy", &entropy_hex, false, 1024);
   std::string body_text;
   f.String("body", &body_text, false, SIZE_MAX);
   std::string body_b64;
   f.String("body_base64", &body_b64, false, SIZE_MAX);
   if (!f.ok()) return f.status();
-  if (!HexDecode(entropy_hex, &r.entropy) || r.entropy.size() < 32) {
+  if (f.Has("entropy") && (!HexDecode(entropy_hex, &r.entropy) || r.entropy.size() < 32)) {
     return Status::Invalid("request.entropy must be at least 32 bytes of hex");
   }
   if (!body_b64.empty()) {
@@ -306,16 +306,26 @@ Json RequestToJson(const HttpRequest& r) {
   return j;
 }
 
-Json ResponseToJson(const HttpResponse& r) {
-  Json headers = Json::array();
-  for (const auto& [k, v] : r.headers) headers.push_back({k, v});
-  Json j = {{"status", r.status}, {"content_type", r.content_type}, {"headers", headers}};
-  if (IsUtf8(r.body)) {
-    j["body"] = r.body;
-  } else {
-    j["body_base64"] = Base64Encode(r.body);
+void AppendResponseJson(std::string* out, const HttpResponse& r) {
+  *out += "{\"status\":" + std::to_string(r.status) + ",\"content_type\":";
+  AppendJsonString(out, r.content_type);
+  *out += ",\"headers\":[";
+  for (size_t i = 0; i < r.headers.size(); ++i) {
+    *out += i > 0 ? ",[" : "[";
+    AppendJsonString(out, r.headers[i].first);
+    out->push_back(',');
+    AppendJsonString(out, r.headers[i].second);
+    out->push_back(']');
   }
-  return j;
+  out->push_back(']');
+  if (IsUtf8(r.body)) {
+    *out += ",\"body\":";
+    AppendJsonString(out, r.body);
+  } else {
+    *out += ",\"body_base64\":";
+    AppendJsonString(out, Base64Encode(r.body));
+  }
+  out->push_back('}');
 }
 
 Json SqlValueToJson(const SqlValue& v) {
@@ -394,48 +404,133 @@ bool FindPlaceholders(const std::string& sql, std::vector<Placeholder>* out, siz
 
 }  // namespace
 
-Batch InlineIntegerParams(const Batch& b) {
+namespace {
+
+// The D1 form of one statement (see ForD1); false if it is left as it is.
+bool StatementForD1(const core::Statement& s, core::Statement* t) {
+  std::vector<Placeholder> holders;
+  size_t count = 0;
+  if (!FindPlaceholders(s.sql, &holders, &count) || count != s.params.size()) return false;
+  t->sql.clear();
+  t->sql.reserve(s.sql.size() + 24 * holders.size());
+  t->params.clear();
+  t->params.reserve(s.params.size());
+  for (const SqlValue& v : s.params) {
+    t->params.push_back(v.type() == SqlValue::Type::kInt ? SqlValue(std::to_string(v.AsInt())) : v);
+  }
+  size_t from = 0;
+  for (const Placeholder& p : holders) {
+    t->sql.append(s.sql, from, p.at - from);
+    const std::string number = "?" + std::to_string(p.index);
+    if (s.params[p.index - 1].type() == SqlValue::Type::kInt) {
+      t->sql += "CAST(" + number + " AS INTEGER)";
+    } else {
+      t->sql += number;
+    }
+    from = p.at + p.length;
+  }
+  t->sql.append(s.sql, from, std::string::npos);
+  return true;
+}
+
+}  // namespace
+
+Batch ForD1(const Batch& b) {
   Batch out;
+  out.statements.reserve(b.statements.size());
   for (const auto& s : b.statements) {
-    std::vector<Placeholder> holders;
-    size_t count = 0;
-    if (!FindPlaceholders(s.sql, &holders, &count) || count != s.params.size()) {
-      out.statements.push_back(s);
-      continue;
-    }
-    // Parameters that stay bound are renumbered ?1..?K in order of first use.
-    std::vector<size_t> renumbered(s.params.size() + 1, 0);
     core::Statement t;
-    size_t from = 0;
-    for (const Placeholder& p : holders) {
-      t.sql.append(s.sql, from, p.at - from);
-      const SqlValue& v = s.params[p.index - 1];
-      if (v.type() == SqlValue::Type::kInt) {
-        // Parenthesised so that "-5" never merges with a preceding '-' into a comment.
-        t.sql += "(" + std::to_string(v.AsInt()) + ")";
-      } else {
-        if (renumbered[p.index] == 0) {
-          t.params.push_back(v);
-          renumbered[p.index] = t.params.size();
-        }
-        t.sql += "?" + std::to_string(renumbered[p.index]);
-      }
-      from = p.at + p.length;
-    }
-    t.sql.append(s.sql, from, std::string::npos);
-    out.statements.push_back(std::move(t));
+    out.statements.push_back(StatementForD1(s, &t) ? std::move(t) : s);
   }
   return out;
 }
 
-Json BatchToJson(const Batch& b) {
-  Json statements = Json::array();
-  for (const auto& s : b.statements) {
-    Json params = Json::array();
-    for (const auto& p : s.params) params.push_back(SqlValueToJson(p));
-    statements.push_back({{"sql", s.sql}, {"params", std::move(params)}});
+void AppendJsonString(std::string* out, std::string_view s) {
+  static const char kHex[] = "0123456789abcdef";
+  out->push_back('"');
+  size_t run = 0;  // start of the pending run of bytes that need no escape
+  for (size_t i = 0; i < s.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out->append(s.data() + run, i - run);
+    run = i + 1;
+    switch (c) {
+      case '"':
+        *out += "\\\"";
+        break;
+      case '\\':
+        *out += "\\\\";
+        break;
+      case '\n':
+        *out += "\\n";
+        break;
+      case '\r':
+        *out += "\\r";
+        break;
+      case '\t':
+        *out += "\\t";
+        break;
+      default:
+        *out += "\\u00";
+        out->push_back(kHex[c >> 4]);
+        out->push_back(kHex[c & 15]);
+    }
   }
-  return {{"statements", std::move(statements)}};
+  out->append(s.data() + run, s.size() - run);
+  out->push_back('"');
+}
+
+void AppendSqlValueJson(std::string* out, const SqlValue& v) {
+  switch (v.type()) {
+    case SqlValue::Type::kInt:
+      *out += std::to_string(v.AsInt());
+      return;
+    case SqlValue::Type::kReal:
+      *out += std::isfinite(v.AsReal()) ? Json(v.AsReal()).dump() : "null";
+      return;
+    case SqlValue::Type::kText:
+      AppendJsonString(out, v.AsText());
+      return;
+    case SqlValue::Type::kNull:
+      break;
+  }
+  *out += "null";
+}
+
+void D1Statements::AppendJson(const core::Statement& s, std::string* out) {
+  // Remembered by the core's text and which parameters are integers (that decides the D1 text).
+  std::string key = s.sql;
+  key.push_back('\0');
+  for (const SqlValue& v : s.params) key.push_back(v.type() == SqlValue::Type::kInt ? 'i' : '-');
+  auto it = ids_.find(key);
+  const bool known = it != ids_.end();
+  core::Statement d1;
+  bool rewritten = known ? it->second.rewritten : StatementForD1(s, &d1);
+  int64_t id = -1;
+  if (known) {
+    id = it->second.id;
+  } else if (ids_.size() < max_ids_) {
+    id = int64_t(ids_.size());
+    ids_.emplace(std::move(key), Entry{id, rewritten});
+  }
+  *out += "{\"id\":" + std::to_string(id);
+  if (!known) {
+    *out += ",\"sql\":";
+    AppendJsonString(out, rewritten ? d1.sql : s.sql);
+  }
+  *out += ",\"params\":[";
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    if (i > 0) out->push_back(',');
+    const SqlValue& v = s.params[i];
+    if (rewritten && v.type() == SqlValue::Type::kInt) {
+      out->push_back('"');
+      *out += std::to_string(v.AsInt());
+      out->push_back('"');
+    } else {
+      AppendSqlValueJson(out, v);
+    }
+  }
+  *out += "]}";
 }
 
 BatchResult BatchResultFromJson(const Json& j) {

@@ -5,19 +5,22 @@
 // so no JavaScript re-implements it. Portable (no exceptions, no I/O); unit-tested natively.
 //
 // Shapes (all objects; unknown keys are rejected where the shell writes them):
-//   request:  {method, path, query?, headers?: [[lowercase name, value], ...],
-//              body? (UTF-8 string) | body_base64?, now_ms, entropy (hex, >= 64 digits),
-//              request_id?}
-//   response: {status, content_type, headers: [[name, value]...], body | body_base64}
-//   batch:    {statements: [{sql, params: [null | integer | number | string, ...]}, ...]}
-//   result:   {results: [{columns: [name...], rows: [[value...]...]}, ...]}
-//             | {error: {code: "conflict" | "unavailable" | "internal", message}}
-//   config:   CoreConfig field names (snake_case, seconds as numbers), all optional except
-//             blob_signing_key; s3: {endpoint, bucket, region, access_key_id,
-//             secret_access_key, path_style}.
+//   request:   {method, path, query?, headers?: [[lowercase name, value], ...],
+//               body? (UTF-8 string) | body_base64?, now_ms, entropy? (hex, >= 64 digits;
+//               the session draws it when absent), request_id?}
+//   response:  {status, content_type, headers: [[name, value]...], body | body_base64}
+//   statement: {id, sql?, params: [null | number | string, ...]}  (D1Statements: the SQL text
+//               comes with the first use of an id; integers travel as decimal strings)
+//   result:    {results: [{columns: [name...], rows: [[value...]...]}, ...]}
+//              | {error: {code: "conflict" | "unavailable" | "internal", message}}
+//   config:    CoreConfig field names (snake_case, seconds as numbers), all optional except
+//              blob_signing_key; s3: {endpoint, bucket, region, access_key_id,
+//              secret_access_key, path_style}.
 #pragma once
 
 #include <string>
+#include <string_view>
+#include <unordered_map>
 
 #include "coordinator/core/config.h"
 #include "coordinator/core/http.h"
@@ -35,18 +38,43 @@ Result<core::HttpRequest> RequestFromJson(const Json& j);
 Json RequestToJson(const core::HttpRequest& r);  // body always as body_base64
 
 // Text bodies that are valid UTF-8 go out as "body", anything else as "body_base64".
-Json ResponseToJson(const core::HttpResponse& r);
+void AppendResponseJson(std::string* out, const core::HttpResponse& r);
 
+// s as a JSON string literal (escaped; bytes >= 0x80 pass as they are), appended to out.
+void AppendJsonString(std::string* out, std::string_view s);
+void AppendSqlValueJson(std::string* out, const core::SqlValue& v);
 Json SqlValueToJson(const core::SqlValue& v);
-Json BatchToJson(const core::Batch& b);
 
-// D1 binds every JavaScript number as REAL (and refuses BigInt), so an integer parameter would
-// change meaning in SQL ('e' || ?, ? / 1000, typeof). For D1, integer parameters are written into
-// the SQL text as literals instead (exact for all of int64; integers cannot inject anything); the
-// other parameters stay bound, renumbered ?1..?K. '?' and '?NNN' placeholders are rewritten
-// outside quotes and comments; a statement with named parameters (:name) or whose parameter
-// count does not match is left as it is.
-core::Batch InlineIntegerParams(const core::Batch& b);
+// The batch as D1 must receive it. D1 binds every JavaScript number as REAL and refuses BigInt
+// (tests/conformance/d1_binding.mjs checks what the pinned runtime does), so a bound integer would
+// change meaning in SQL ('e' || ?, ? / 1000, MAX(col, ?), typeof). Here every placeholder of an
+// integer parameter becomes CAST(?N AS INTEGER) and the value is bound as its decimal text (exact
+// for all of int64); other placeholders become ?N with their values unchanged. Every value stays
+// bound, so the SQL text depends only on which parameters are integers, never on their values:
+// D1 and workerd cache one statement per call site. Placeholders are found outside quotes and
+// comments; a statement with named parameters (:name) or whose parameter count does not match is
+// left as it is. The result runs unchanged on SQLite (tests/unit/wasm).
+core::Batch ForD1(const core::Batch& b);
+
+// The statements of one session's batches, each sent to the shell as {id, sql?, params} in the
+// ForD1 form: the SQL text only with the first use of its id, afterwards the id alone (the shell
+// keeps id -> text). Per request this saves rewriting, escaping and transferring the SQL. Ids
+// are per session (one per wasm instance, like the shell's table); at most max_ids texts get
+// one, further statements go out with id -1 and their text every time.
+class D1Statements {
+ public:
+  explicit D1Statements(size_t max_ids = 4096) : max_ids_(max_ids) {}
+  void AppendJson(const core::Statement& s, std::string* out);
+  size_t size() const { return ids_.size(); }
+
+ private:
+  struct Entry {
+    int64_t id;
+    bool rewritten;  // ForD1 changed it (integers as text under CAST)
+  };
+  size_t max_ids_;
+  std::unordered_map<std::string, Entry> ids_;  // core SQL + '\0' + parameter types
+};
 
 // A statement's rows or the batch's error, as the shell reports them. A malformed result is
 // turned into an internal error (the continuation then answers 500), never a crash.

@@ -66,6 +66,8 @@ class Core {
     this.instance = new WebAssembly.Instance(coreModule, wasiImports(() => this.exports.memory));
     this.exports = this.instance.exports;
     this.exports._initialize();
+    // Statement texts by id: the core sends a text once, then only its id (wasm/wire_json.h).
+    this.sql = [];
   }
 
   call(name, text, ...leading) {
@@ -82,15 +84,31 @@ class Core {
     return decoder.decode(new Uint8Array(this.exports.memory.buffer, out, len));
   }
 
+  // Parses a step and learns the statement texts it introduces.
+  step(text) {
+    const step = JSON.parse(text);
+    if (!step.done) {
+      for (const s of step.batch) {
+        if (s.sql !== undefined && s.id >= 0) this.sql[s.id] = s.sql;
+      }
+    }
+    return step;
+  }
+  statementText(s) {
+    const sql = s.sql ?? this.sql[s.id];
+    if (sql === undefined) throw new Error(`the core named unknown statement ${s.id}`);
+    return sql;
+  }
+
   init(config) {
     const error = this.call("gl_init", JSON.stringify(config));
     if (error) throw new Error(`gleaner core configuration: ${error}`);
   }
   start(op) {
-    return JSON.parse(this.call("gl_start", JSON.stringify(op)));
+    return this.step(this.call("gl_start", JSON.stringify(op)));
   }
   continue(handle, result) {
-    return JSON.parse(this.call("gl_continue", JSON.stringify(result), handle));
+    return this.step(this.call("gl_continue", JSON.stringify(result), handle));
   }
   drop(handle) {
     this.exports.gl_drop(handle);
@@ -109,11 +127,11 @@ function errorCode(message) {
 
 // Runs one batch atomically; D1 returns rows as objects, so columns come from their keys
 // (the core's SQL names every result column uniquely).
-async function runBatch(db, batch) {
-  if (batch.statements.length === 0) return { results: [] };
+async function runBatch(core, db, batch) {
+  if (batch.length === 0) return { results: [] };
   let outcomes;
   try {
-    outcomes = await db.batch(batch.statements.map((s) => db.prepare(s.sql).bind(...s.params)));
+    outcomes = await db.batch(batch.map((s) => db.prepare(core.statementText(s)).bind(...s.params)));
   } catch (e) {
     const message = String(e?.message ?? e);
     return { error: { code: errorCode(message), message } };
@@ -121,7 +139,8 @@ async function runBatch(db, batch) {
   return {
     results: outcomes.map((o) => {
       const rows = o.results ?? [];
-      const columns = rows.length ? Object.keys(rows[0]) : [];
+      if (rows.length === 0) return { columns: [], rows: [] };
+      const columns = Object.keys(rows[0]);
       return { columns, rows: rows.map((r) => columns.map((c) => r[c] ?? null)) };
     }),
   };
@@ -132,7 +151,7 @@ async function drive(core, db, step) {
   while (!step.done) {
     let result;
     try {
-      result = await runBatch(db, step.batch);
+      result = await runBatch(core, db, step.batch);
     } catch (e) {
       core.drop(step.handle);
       throw e;
@@ -144,10 +163,6 @@ async function drive(core, db, step) {
 
 function hex(bytes) {
   return Array.from(new Uint8Array(bytes), (b) => b.toString(16).padStart(2, "0")).join("");
-}
-
-function entropy() {
-  return hex(crypto.getRandomValues(new Uint8Array(32)));
 }
 
 function toResponse(r) {
@@ -177,17 +192,22 @@ function errorResponse(status, code, message) {
 // The core, configured, migrated and with the operator key; once per isolate, retried on failure.
 let ready = null;
 
+// The core's settings: GLEANER_CONFIG with the URL base and signing key (parsed once per isolate).
+let parsedConfig = null;
 function coreConfig(env, origin) {
+  if (parsedConfig?.origin === origin) return parsedConfig.config;
   const extra = env.GLEANER_CONFIG
     ? typeof env.GLEANER_CONFIG === "string"
       ? JSON.parse(env.GLEANER_CONFIG)
       : env.GLEANER_CONFIG
     : {};
-  return {
+  const config = {
     ...extra,
     public_url: env.GLEANER_PUBLIC_URL || extra.public_url || origin,
     blob_signing_key: env.GLEANER_BLOB_SIGNING_KEY ?? extra.blob_signing_key ?? "",
   };
+  parsedConfig = { origin, config };
+  return config;
 }
 
 async function setup(env, origin) {
@@ -231,6 +251,10 @@ function deleteBlobs(env, ctx, keys) {
 // Reads at most limit + 1 bytes of a body (the core answers 413 when it sees more than limit).
 async function readBody(request, limit) {
   if (!request.body) return new Uint8Array(0);
+  const declared = Number(request.headers.get("content-length") ?? NaN);
+  if (Number.isSafeInteger(declared) && declared <= limit) {
+    return new Uint8Array(await request.arrayBuffer());
+  }
   const reader = request.body.getReader();
   const chunks = [];
   let size = 0;
@@ -252,10 +276,12 @@ async function readBody(request, limit) {
   return out;
 }
 
+const strictDecoder = new TextDecoder("utf-8", { fatal: true });
+
 function bodyField(bytes) {
   if (bytes.length === 0) return {};
   try {
-    return { body: new TextDecoder("utf-8", { fatal: true }).decode(bytes) };
+    return { body: strictDecoder.decode(bytes) };
   } catch {
     let bin = "";
     for (let i = 0; i < bytes.length; i += 0x8000) {
@@ -274,7 +300,6 @@ async function handleApi(core, env, ctx, request, url, path, config) {
     query: url.search.slice(1),
     headers: [...request.headers],
     now_ms: Date.now(),
-    entropy: entropy(),
     request_id: request.headers.get("cf-ray") ?? "",
     ...bodyField(bytes),
   };

@@ -48,7 +48,7 @@ std::string OwnerSql() {
 }
 
 std::vector<SqlValue> OwnerParams(const Ctx& ctx) {
-  return {ctx.caller.is_operator() ? 1 : 0, ctx.caller.id};
+  return {IsOperator(ctx.caller) ? 1 : 0, ctx.caller.id};
 }
 
 bool IsPlainId(const std::string& s) {

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "coordinator/core/caller_cache.h"
 #include "coordinator/core/config.h"
 #include "coordinator/core/http.h"
 #include "coordinator/core/plan.h"
@@ -26,14 +27,10 @@ enum RoleBit : unsigned {
 };
 const char* RoleName(unsigned role_bit);
 
-struct Caller {
-  unsigned role = 0;       // one RoleBit, 0 for public routes
-  std::string id;          // api key id (k_...) or node id (n_...)
-  std::string gpu_name;    // nodes only
-  int64_t vram_mb = 0;     // nodes only
-  std::string node_state;  // nodes only: active | quarantined
-  bool is_operator() const { return role == kRoleOperator; }
-};
+// The authenticated caller (caller_cache.h).
+inline bool IsOperator(const Caller& c) {
+  return c.role == kRoleOperator;
+}
 
 struct Ctx {
   const CoreConfig* config = nullptr;

@@ -8,8 +8,8 @@
 
 namespace gleaner::core {
 
-Coordinator::Coordinator(CoreConfig config, RateLimiter* limiter)
-    : config_(std::move(config)), limiter_(limiter) {}
+Coordinator::Coordinator(CoreConfig config, RateLimiter* limiter, CallerCache* callers)
+    : config_(std::move(config)), limiter_(limiter), callers_(callers) {}
 
 Plan Coordinator::MigrationPlan() const {
   Batch probe;
@@ -55,7 +55,7 @@ Plan Coordinator::BootstrapOperatorPlan(const std::string& token, int64_t now_ms
 }
 
 Plan Coordinator::Handle(const HttpRequest& request) const {
-  return RouteRequest(&config_, limiter_, request);
+  return RouteRequest(&config_, limiter_, callers_, request);
 }
 
 Plan Coordinator::MaintenancePlan(int64_t now_ms, const PoolObservation& pool) const {

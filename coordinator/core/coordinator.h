@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 
+#include "coordinator/core/caller_cache.h"
 #include "coordinator/core/config.h"
 #include "coordinator/core/http.h"
 #include "coordinator/core/plan.h"
@@ -42,7 +43,10 @@ class Coordinator {
   // limiter (optional, owned by the shell, must outlive this): where per-caller rate-limit
   // buckets live (rate_limit.h). Handle() calls it from any thread, so it must be thread-safe
   // when Handle() is called concurrently. Null: no rate limits.
-  explicit Coordinator(CoreConfig config, RateLimiter* limiter = nullptr);
+  // callers (optional, likewise): callers remembered between requests, which saves a request
+  // its lookup round trip (caller_cache.h). Null: every request looks its token up.
+  explicit Coordinator(CoreConfig config, RateLimiter* limiter = nullptr,
+                       CallerCache* callers = nullptr);
 
   const CoreConfig& config() const { return config_; }
 
@@ -81,6 +85,7 @@ class Coordinator {
  private:
   CoreConfig config_;
   RateLimiter* limiter_;
+  CallerCache* callers_;
 };
 
 }  // namespace gleaner::core

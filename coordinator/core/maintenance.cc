@@ -2,7 +2,9 @@
 //  1. close the segments of expired leases (end_reason 'stalled'); the jobs stay 'running' with
 //     an expired lease, which is exactly what the claim picks first;
 //  2. quarantine nodes with quarantine_failures failed jobs within quarantine_window_s;
-//  3. decide the autoscaler target (autoscaler.h) from the counts read in the same batch and
+//  3. decide the autoscaler target (autoscaler.h) from the counts read in the same batch (running
+//     jobs are counted, which is bounded by the fleet; pending is the active-job counter of
+//     migration 0003 minus running, whatever the queue holds) and
 //     record it in scaling_events with the pool provider's node count (when it has none: the
 //     active nodes seen within stall_after);
 //  4. list the machines of nodes quarantined within the window, for the provider to reallocate.
@@ -47,20 +49,25 @@ Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms, const PoolObserva
                     std::to_string(int64_t(c.quarantine_window_s)) + " s";
   const int64_t window_start = now_ms - int64_t(c.quarantine_window_s * 1000);
   Batch b;
+  // Both changes start from what is due (expired leases; bans inside the window) through an
+  // index, so a tick costs what it finds, not the size of the fleet or of the billing record.
   b.Add(
       "UPDATE segments SET ended_at = COALESCE(last_heartbeat_at, started_at), "
-      "end_reason = 'stalled' WHERE ended_at IS NULL AND EXISTS (SELECT 1 FROM jobs j WHERE "
-      "j.id = segments.job_id AND j.lease_epoch = segments.epoch AND j.state = 'running' AND "
-      "j.lease_expires_at < ?) RETURNING job_id, epoch, node_id",
+      "end_reason = 'stalled' WHERE ended_at IS NULL AND (job_id, epoch) IN (SELECT j.id, "
+      "j.lease_epoch FROM jobs j WHERE j.state = 'running' AND j.lease_expires_at < ?) "
+      "RETURNING job_id, epoch, node_id",
       {now_ms});
   b.Add(
       "UPDATE nodes SET state = 'quarantined', state_reason = ?, state_changed_at = ? "
-      "WHERE state = 'active' AND (SELECT count(*) FROM job_bans b WHERE b.node_id = nodes.id "
-      "AND b.at > MAX(?, COALESCE(nodes.state_changed_at, -1))) >= ? RETURNING id",
+      "WHERE id IN (SELECT node_id FROM job_bans INDEXED BY job_bans_at WHERE at > ?3) AND "
+      "state = 'active' AND "
+      "(SELECT count(*) FROM job_bans b WHERE b.node_id = nodes.id "
+      "AND b.at > MAX(?3, COALESCE(nodes.state_changed_at, -1))) >= ? RETURNING id",
       {why, now_ms, window_start, int64_t(c.quarantine_failures)});
   b.Add(
       "SELECT (SELECT count(*) FROM jobs WHERE state = 'running') AS running, "
-      "(SELECT count(*) FROM jobs WHERE state = 'pending') AS pending, "
+      "(SELECT value FROM counters WHERE name = 'active_jobs') - "
+      "(SELECT count(*) FROM jobs WHERE state = 'running') AS pending, "
       "(SELECT count(DISTINCT node_id) FROM segments WHERE end_reason = 'completed' AND "
       "ended_at >= ?1) AS warm, "
       "(SELECT count(*) FROM nodes WHERE state = 'active' AND last_seen_at >= ?2) AS seen",

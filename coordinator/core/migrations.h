@@ -15,7 +15,8 @@ struct Migration {
 
 const std::vector<Migration>& Migrations();
 
-// Splits a migration's SQL into single statements (drops comments and blank statements).
+// Splits a migration's SQL into single statements (drops comments and blank statements). A
+// CREATE TRIGGER stays whole: the ';' inside its BEGIN ... END body do not split it.
 std::vector<std::string> SplitSqlStatements(const std::string& sql);
 
 }  // namespace gleaner::core

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "coordinator/core/routes.h"
 #include "shared/sha256.h"
@@ -92,6 +93,11 @@ Plan RateLimited(double retry_after_s, const RateLimit& limit) {
   return Plan::Respond(std::move(resp));
 }
 
+// The caller's rate-limit bucket.
+std::string RateKey(const Caller& c) {
+  return std::string(RoleName(c.role)) + ":" + c.id;
+}
+
 Plan Dispatch(std::shared_ptr<Ctx> ctx, const RouteInfo* route) {
   if (route->json_body) {
     const std::string& body = ctx->req.body;
@@ -103,6 +109,99 @@ Plan Dispatch(std::shared_ptr<Ctx> ctx, const RouteInfo* route) {
     }
   }
   return route->handler(std::move(ctx));
+}
+
+// Takes a token from the caller's bucket: the 429 plan when it is empty, else nothing.
+std::optional<Plan> TakeRateToken(RateLimiter* limiter, const Ctx& ctx) {
+  if (limiter == nullptr) return std::nullopt;
+  const Caller& c = ctx.caller;
+  RateDecision d = limiter->Take(RateKey(c), RoleRateLimit(*ctx.config, c.role), ctx.now());
+  if (d.allowed) return std::nullopt;
+  return RateLimited(d.retry_after_s, RoleRateLimit(*ctx.config, c.role));
+}
+
+// The usual path: one batch looks the token's hash up, then the role check, the rate limit
+// (unless a token was already taken from the bucket named `taken`) and the handler.
+Plan Authenticate(std::shared_ptr<Ctx> ctx, const RouteInfo* route, RateLimiter* limiter,
+                  CallerCache* callers, const std::string& hash, const std::string& taken) {
+  Batch b;
+  b.Add("SELECT id, role FROM api_keys WHERE token_hash = ? AND revoked_at IS NULL", {hash});
+  b.Add("SELECT id, gpu_name, vram_mb, state FROM nodes WHERE token_hash = ?", {hash});
+  return Plan::Run(
+      std::move(b), [ctx, route, limiter, callers, hash, taken](BatchResult r) -> Plan {
+        if (!r.status.ok()) return DbFail(r.status);
+        Caller& c = ctx->caller;
+        const Rows& keys = r.results[0];
+        const Rows& nodes = r.results[1];
+        if (!keys.empty()) {
+          const std::string& role = keys.Get(0, "role").AsText();
+          c.role = role == "developer"  ? kDev
+                   : role == "operator" ? kOp
+                   : role == "enroll"   ? kEnroll
+                                        : 0;
+          c.id = keys.Get(0, "id").AsText();
+        } else if (!nodes.empty()) {
+          c.role = kNode;
+          c.id = nodes.Get(0, "id").AsText();
+          c.gpu_name = nodes.Get(0, "gpu_name").AsText();
+          c.vram_mb = nodes.Get(0, "vram_mb").AsInt();
+          c.node_state = nodes.Get(0, "state").AsText();
+        } else {
+          if (callers != nullptr) callers->Forget(hash);
+          return Plan::Fail(Status(Code::kUnauthenticated, "unknown or revoked token"));
+        }
+        if (callers != nullptr) callers->Remember(hash, c);
+        if ((route->roles & c.role) == 0) {
+          return Plan::Fail(Status(Code::kPermissionDenied,
+                                   std::string("this route needs the ") + RolesText(route->roles) +
+                                       " role; the token has the " + RoleName(c.role) + " role"));
+        }
+        if (RateKey(c) != taken) {
+          if (std::optional<Plan> refusal = TakeRateToken(limiter, *ctx))
+            return std::move(*refusal);
+        }
+        return Dispatch(ctx, route);
+      });
+}
+
+// The statement that fails its batch unless the token still names exactly `c` (caller_cache.h).
+// json('') raises "malformed JSON", in SQLite and D1 alike, and the batch is rolled back.
+Statement CallerStillValid(const std::string& hash, const Caller& c) {
+  if (c.role == kNode) {
+    return {
+        "SELECT json(CASE WHEN EXISTS (SELECT 1 FROM nodes WHERE token_hash = ? AND id = ? "
+        "AND gpu_name = ? AND vram_mb = ? AND state = ?) THEN '1' ELSE '' END) AS caller_ok",
+        {hash, c.id, c.gpu_name, c.vram_mb, c.node_state}};
+  }
+  return {
+      "SELECT json(CASE WHEN EXISTS (SELECT 1 FROM api_keys WHERE token_hash = ? AND id = ? "
+      "AND role = ? AND revoked_at IS NULL) THEN '1' ELSE '' END) AS caller_ok",
+      {hash, c.id, RoleName(c.role)}};
+}
+
+// One round trip instead of two: the handler runs with the remembered caller and its first
+// batch carries the check. Anything but a clean run of that batch (the check failed, or the
+// batch failed for its own reasons) starts over on the usual path, which then answers; so does
+// a handler that answers without a batch, since nothing has checked the token then.
+Plan WithRememberedCaller(std::shared_ptr<Ctx> ctx, const RouteInfo* route, RateLimiter* limiter,
+                          CallerCache* callers, const std::string& hash, const Caller& remembered) {
+  auto fresh = std::make_shared<Ctx>(*ctx);  // the request before any handler saw it
+  ctx->caller = remembered;
+  if (TakeRateToken(limiter, *ctx)) return Authenticate(fresh, route, limiter, callers, hash, "");
+  const std::string taken = limiter != nullptr ? RateKey(remembered) : "";
+  auto plan = std::make_shared<Plan>(Dispatch(ctx, route));
+  if (plan->done()) return Authenticate(fresh, route, limiter, callers, hash, taken);
+  Batch b;
+  b.statements.reserve(plan->batch().statements.size() + 1);
+  b.statements.push_back(CallerStillValid(hash, remembered));
+  for (const Statement& st : plan->batch().statements) b.statements.push_back(st);
+  return Plan::Run(std::move(b),
+                   [plan, fresh, route, limiter, callers, hash, taken](BatchResult r) -> Plan {
+                     if (!r.status.ok())
+                       return Authenticate(fresh, route, limiter, callers, hash, taken);
+                     r.results.erase(r.results.begin());
+                     return plan->Continue(std::move(r));
+                   });
 }
 
 }  // namespace
@@ -172,7 +271,8 @@ RateLimit RoleRateLimit(const CoreConfig& config, unsigned role_bit) {
   }
 }
 
-Plan RouteRequest(const CoreConfig* config, RateLimiter* limiter, const HttpRequest& request) {
+Plan RouteRequest(const CoreConfig* config, RateLimiter* limiter, CallerCache* callers,
+                  const HttpRequest& request) {
   std::vector<std::string> segs = Split(request.path);
   std::vector<std::string> args;
   const RouteInfo* route = nullptr;
@@ -219,42 +319,11 @@ Plan RouteRequest(const CoreConfig* config, RateLimiter* limiter, const HttpRequ
         Status(Code::kUnauthenticated, "missing bearer token (Authorization: Bearer <token>)"));
   }
   std::string hash = Sha256Hex(token);
-  Batch b;
-  b.Add("SELECT id, role FROM api_keys WHERE token_hash = ? AND revoked_at IS NULL", {hash});
-  b.Add("SELECT id, gpu_name, vram_mb, state FROM nodes WHERE token_hash = ?", {hash});
-  return Plan::Run(std::move(b), [ctx, route, limiter](BatchResult r) -> Plan {
-    if (!r.status.ok()) return DbFail(r.status);
-    Caller& c = ctx->caller;
-    const Rows& keys = r.results[0];
-    const Rows& nodes = r.results[1];
-    if (!keys.empty()) {
-      const std::string& role = keys.Get(0, "role").AsText();
-      c.role = role == "developer"  ? kDev
-               : role == "operator" ? kOp
-               : role == "enroll"   ? kEnroll
-                                    : 0;
-      c.id = keys.Get(0, "id").AsText();
-    } else if (!nodes.empty()) {
-      c.role = kNode;
-      c.id = nodes.Get(0, "id").AsText();
-      c.gpu_name = nodes.Get(0, "gpu_name").AsText();
-      c.vram_mb = nodes.Get(0, "vram_mb").AsInt();
-      c.node_state = nodes.Get(0, "state").AsText();
-    } else {
-      return Plan::Fail(Status(Code::kUnauthenticated, "unknown or revoked token"));
-    }
-    if ((route->roles & c.role) == 0) {
-      return Plan::Fail(Status(Code::kPermissionDenied,
-                               std::string("this route needs the ") + RolesText(route->roles) +
-                                   " role; the token has the " + RoleName(c.role) + " role"));
-    }
-    if (limiter != nullptr) {
-      RateDecision d = limiter->Take(std::string(RoleName(c.role)) + ":" + c.id,
-                                     RoleRateLimit(*ctx->config, c.role), ctx->now());
-      if (!d.allowed) return RateLimited(d.retry_after_s, RoleRateLimit(*ctx->config, c.role));
-    }
-    return Dispatch(ctx, route);
-  });
+  Caller remembered;
+  if (callers != nullptr && callers->Find(hash, &remembered) && (route->roles & remembered.role)) {
+    return WithRememberedCaller(std::move(ctx), route, limiter, callers, hash, remembered);
+  }
+  return Authenticate(std::move(ctx), route, limiter, callers, hash, "");
 }
 
 }  // namespace gleaner::core

@@ -56,6 +56,88 @@ Status ReadInput(const Json& body, const std::string& field, bool with_config, I
   return Status::Ok();
 }
 
+// The caller's active jobs: one counter row (api_keys.active_jobs, kept by triggers; migration
+// 0003), whatever the queue holds.
+const char* const kActiveCount = "(SELECT active_jobs FROM api_keys WHERE id = ?)";
+
+// Why the INSERT of a submission inserted nothing, read afterwards in a read-only batch: a
+// replayed Idempotency-Key (the original job), the active-job limit (429), or an input that is
+// not the caller's upload. If the reason went away in between (a job finished), the answer is
+// a 409 to retry.
+Plan ExplainRefusedJob(CtxPtr ctx, const std::vector<InputRef>& inputs,
+                       const std::string& spec_text, int64_t active_limit,
+                       const std::string& idem) {
+  Batch b;
+  struct Explain {
+    int prior = -1, uploads = -1, active = -1;
+  } at;
+  if (!idem.empty()) {
+    at.prior = int(b.statements.size());
+    b.Add(std::string("SELECT ") + kJobColumns +
+              " FROM jobs WHERE owner_key_id = ? AND idempotency_key = ?",
+          {ctx->caller.id, idem});
+  }
+  if (!inputs.empty()) {
+    std::string in_list;
+    std::vector<SqlValue> in_params;
+    for (const InputRef& in : inputs) {
+      in_list += std::string(in_list.empty() ? "" : ", ") + "?";
+      in_params.push_back(in.key);
+    }
+    at.uploads = int(b.statements.size());
+    b.Add(
+        "SELECT key, sha256, (SELECT b.sha256 FROM blobs b WHERE b.key = uploads.key) AS stored "
+        "FROM uploads WHERE key IN (" +
+            in_list + ") AND " + OwnerSql(),
+        Cat(in_params, OwnerParams(*ctx)));
+  }
+  if (active_limit > 0) {
+    at.active = int(b.statements.size());
+    b.Add(std::string("SELECT ") + kActiveCount + " AS n", {ctx->caller.id});
+  }
+  b.Add("SELECT 1 AS checked");  // never an empty batch
+  return Plan::Run(
+      std::move(b), [ctx, inputs, spec_text, active_limit, at](BatchResult res) -> Plan {
+        if (!res.status.ok()) return DbFail(res.status);
+        if (at.prior >= 0 && !res.results[size_t(at.prior)].empty()) {
+          const Rows& prior = res.results[size_t(at.prior)];
+          if (prior.Get(0, "spec").AsText() != spec_text) {
+            return Plan::Fail(Status::Conflict(
+                "Idempotency-Key was already used for a different job submission"));
+          }
+          HttpResponse resp = HttpResponse::Json(200, JobJson(prior, 0, ctx->now()));
+          resp.headers.emplace_back("Idempotent-Replayed", "true");
+          return Plan::Respond(std::move(resp));
+        }
+        if (at.active >= 0 && res.results[size_t(at.active)].Get(0, "n").AsInt() >= active_limit) {
+          return Plan::Respond(ErrorResponse(
+              429, "too_many_jobs",
+              "this key already has " + std::to_string(active_limit) +
+                  " pending or running jobs (the limit); wait for some to finish or cancel some"));
+        }
+        const Rows empty;
+        const Rows& ups = at.uploads >= 0 ? res.results[size_t(at.uploads)] : empty;
+        for (const InputRef& in : inputs) {
+          int row = -1;
+          for (size_t i = 0; i < ups.rows.size(); ++i) {
+            if (ups.Get(i, "key").AsText() == in.key) row = int(i);
+          }
+          if (row < 0) {
+            return Plan::Fail(Status::Invalid(in.field + ".uri names no upload of yours"));
+          }
+          if (ups.Get(size_t(row), "sha256").AsText() != in.sha256) {
+            return Plan::Fail(
+                Status::Invalid(in.field + ".sha256 does not match the upload's sha256"));
+          }
+          if (!ctx->config->s3.enabled() && ups.Get(size_t(row), "stored").is_null()) {
+            return Plan::Fail(
+                Status::Conflict(in.field + ".uri has not been uploaded yet (PUT it first)"));
+          }
+        }
+        return Plan::Fail(Status::Conflict("the job was not created (concurrent change); retry"));
+      });
+}
+
 }  // namespace
 
 Plan HandleCreateUpload(CtxPtr ctx) {
@@ -154,10 +236,10 @@ Plan HandleCreateJob(CtxPtr ctx) {
   // built-in store, an object already stored). Checked inside the INSERT: one batch.
   std::string cond = "1";
   std::vector<SqlValue> cond_params;
-  // Developers may hold at most max_active_jobs pending or running jobs (operators: no limit).
-  const int64_t active_limit = ctx->caller.is_operator() ? 0 : config.max_active_jobs;
-  const char* kActiveCount =
-      "(SELECT COUNT(*) FROM jobs WHERE owner_key_id = ? AND state IN ('pending', 'running'))";
+  // Developers may hold at most max_active_jobs pending or running jobs (operators: no limit):
+  // one counter row (api_keys.active_jobs, kept by triggers; migration 0003), whatever the
+  // queue holds.
+  const int64_t active_limit = IsOperator(ctx->caller) ? 0 : config.max_active_jobs;
   if (active_limit > 0) {
     cond += std::string(" AND ") + kActiveCount + " < ?";
     cond_params = {ctx->caller.id, active_limit};
@@ -171,69 +253,24 @@ Plan HandleCreateJob(CtxPtr ctx) {
       cond_params = Cat(cond_params, {in.key, in.sha256});
     }
   }
+  // One statement in the common case: the INSERT returns the new row. Only when it inserted
+  // nothing does a second, read-only batch find out why (replay, limit, inputs).
   Batch b;
   b.Add(
       "INSERT INTO jobs (id, owner_key_id, idempotency_key, kind, spec, state, priority, "
       "max_failures, min_vram_mb, steps_total, created_at, updated_at) "
       "SELECT ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ? WHERE " +
-          cond + " ON CONFLICT DO NOTHING",
+          cond + " ON CONFLICT DO NOTHING RETURNING " + kJobColumns,
       Cat({id, ctx->caller.id, idem.empty() ? SqlValue::Null() : SqlValue(idem), kind, spec_text,
            priority, max_failures, min_vram, steps, ctx->now(), ctx->now()},
           cond_params));
-  b.Add(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?", {id});
-  b.Add(std::string("SELECT ") + kJobColumns +
-            " FROM jobs WHERE owner_key_id = ? AND idempotency_key = ?",
-        {ctx->caller.id, idem});
-  std::string in_list = "''";
-  std::vector<SqlValue> in_params;
-  for (const InputRef& in : inputs) {
-    in_list += ", ?";
-    in_params.push_back(in.key);
-  }
-  b.Add(
-      "SELECT key, sha256, (SELECT b.sha256 FROM blobs b WHERE b.key = uploads.key) AS stored "
-      "FROM uploads WHERE key IN (" +
-          in_list + ") AND " + OwnerSql(),
-      Cat(in_params, OwnerParams(*ctx)));
-  b.Add(std::string("SELECT ") + kActiveCount + " AS n", {ctx->caller.id});
-  return Plan::Run(std::move(b), [ctx, inputs, spec_text, active_limit](BatchResult res) -> Plan {
-    if (!res.status.ok()) return DbFail(res.status);
-    if (!res.results[1].empty()) return RespondJson(201, JobJson(res.results[1], 0, ctx->now()));
-    const Rows& prior = res.results[2];
-    if (!prior.empty()) {
-      if (prior.Get(0, "spec").AsText() != spec_text) {
-        return Plan::Fail(
-            Status::Conflict("Idempotency-Key was already used for a different job submission"));
-      }
-      HttpResponse resp = HttpResponse::Json(200, JobJson(prior, 0, ctx->now()));
-      resp.headers.emplace_back("Idempotent-Replayed", "true");
-      return Plan::Respond(std::move(resp));
-    }
-    if (active_limit > 0 && res.results[4].Get(0, "n").AsInt() >= active_limit) {
-      return Plan::Respond(ErrorResponse(
-          429, "too_many_jobs",
-          "this key already has " + std::to_string(active_limit) +
-              " pending or running jobs (the limit); wait for some to finish or cancel some"));
-    }
-    const Rows& ups = res.results[3];
-    for (const InputRef& in : inputs) {
-      int row = -1;
-      for (size_t i = 0; i < ups.rows.size(); ++i) {
-        if (ups.Get(i, "key").AsText() == in.key) row = int(i);
-      }
-      if (row < 0) {
-        return Plan::Fail(Status::Invalid(in.field + ".uri names no upload of yours"));
-      }
-      if (ups.Get(size_t(row), "sha256").AsText() != in.sha256) {
-        return Plan::Fail(Status::Invalid(in.field + ".sha256 does not match the upload's sha256"));
-      }
-      if (!ctx->config->s3.enabled() && ups.Get(size_t(row), "stored").is_null()) {
-        return Plan::Fail(
-            Status::Conflict(in.field + ".uri has not been uploaded yet (PUT it first)"));
-      }
-    }
-    return Plan::Fail(Status::Conflict("the job was not created (concurrent change); retry"));
-  });
+  return Plan::Run(std::move(b),
+                   [ctx, inputs, spec_text, active_limit, idem](BatchResult res) -> Plan {
+                     if (!res.status.ok()) return DbFail(res.status);
+                     if (!res.results[0].empty())
+                       return RespondJson(201, JobJson(res.results[0], 0, ctx->now()));
+                     return ExplainRefusedJob(ctx, inputs, spec_text, active_limit, idem);
+                   });
 }
 
 }  // namespace gleaner::core

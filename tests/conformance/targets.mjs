@@ -23,12 +23,17 @@ async function waitFor(predicate, timeoutMs, what) {
   }
 }
 
-// Returns {base, operatorToken, stop()} once /healthz answers 200.
-export async function startTarget(kind, { bin, timing = TIMING, extraArgs = [] } = {}) {
+// Returns {base, port, operatorToken, stop(), stderr(), exited()} once /healthz answers 200.
+// output(text): every chunk the server writes to stdout or stderr (for tests that scan the
+// runtime's log); env: extra environment variables.
+export async function startTarget(
+  kind,
+  { bin, timing = TIMING, extraArgs = [], output, env: extraEnv = {} } = {},
+) {
   const dir = mkdtempSync(join(tmpdir(), `gleaner-conf-${kind}-`));
   const portFile = join(dir, "port");
   const operatorToken = `op_${randomBytes(16).toString("hex")}`;
-  const env = { ...process.env, GLEANER_OPERATOR_TOKEN: operatorToken };
+  const env = { ...process.env, ...extraEnv, GLEANER_OPERATOR_TOKEN: operatorToken };
   // Test clients and agents call far faster than production ones: no per-token rate limits
   // unless a test's extraArgs set them (native flags win over these variables; an edge
   // --config replaces GLEANER_CONFIG).
@@ -64,11 +69,13 @@ export async function startTarget(kind, { bin, timing = TIMING, extraArgs = [] }
     throw new Error(`unknown target ${kind} (native or edge)`);
   }
   args.push(...extraArgs);
-  const child = spawn(command, args, { env, stdio: ["ignore", "ignore", "pipe"] });
+  const child = spawn(command, args, { env, stdio: ["ignore", output ? "pipe" : "ignore", "pipe"] });
   let stderr = "";
   child.stderr.on("data", (d) => {
     stderr = (stderr + d).slice(-4000);
+    output?.(String(d));
   });
+  child.stdout?.on("data", (d) => output(String(d)));
   let exited = null;
   child.on("exit", (code, signal) => {
     exited = `exited with ${code ?? signal}`;
@@ -104,7 +111,7 @@ export async function startTarget(kind, { bin, timing = TIMING, extraArgs = [] }
       }
       rmSync(dir, { recursive: true, force: true });
     };
-    return { base, operatorToken, stop, stderr: () => stderr };
+    return { base, port, operatorToken, stop, stderr: () => stderr, exited: () => exited };
   } catch (e) {
     child.kill("SIGKILL");
     rmSync(dir, { recursive: true, force: true });

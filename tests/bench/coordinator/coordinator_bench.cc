@@ -1,13 +1,17 @@
 // bench_coordinator: throughput of gleaner-coordinator on loopback, in one run:
-//   /healthz (the ceiling: the same server doing no work), heartbeats, claims.
+//   /healthz (the ceiling: the same server doing no work), heartbeats, claims, submissions (of the
+//   developer who owns every pending job, so the per-key limit is checked against a full queue),
+//   maintenance ticks (POST /v1/admin/maintenance).
 // The database holds JOBS jobs and NODES nodes (bulk-loaded with SQL after one job and the keys
 // were made through the API); the first half of the nodes hold a running lease each (heartbeats),
-// the other half claim pending jobs. Each phase: CONNS keep-alive connections from one epoll
-// thread (loadgen.h), requests/s, p50/p99 latency, and the coordinator's CPU time per request
-// from /proc/<pid>/stat, so the figures hold on a machine shared with the load generator.
+// the other half claim pending jobs. `--only submit --jobs N` for N = 2, 10000, 100000 shows
+// whether a submission's cost depends on the queue (docs/benchmarks.md). Each phase: CONNS
+// keep-alive connections from one epoll thread (loadgen.h), requests/s, p50/p99 latency, and the
+// coordinator's CPU time per request from /proc/<pid>/stat, so the figures hold on a machine shared
+// with the load generator.
 //   bench_coordinator [--seconds 5] [--connections 64] [--jobs 100000] [--nodes 10000]
 //                     [--group-commit true|false] [--log-level warn] [--keep DIR]
-//                     [--only heartbeat|claim]  (healthz and that phase: for profiling)
+//                     [--only heartbeat|claim|submit|tick]  (healthz and that phase)
 // Prints a Markdown table and one JSON line. Exit 1 if a claim was handed out twice.
 #include <unistd.h>
 
@@ -80,19 +84,22 @@ int main(int argc, char** argv) {
   CoordinatorOptions o;
   o.heartbeat_interval_s = 30;
   o.maintenance_period_s = 3600;
-  o.extra_args = {
-      "--threads", std::to_string(conns + 32), "--log-level", a["log-level"], "--group-commit",
-      a["group-commit"], "--keep-alive-timeout", "30",
-      // Each simulated node sends far more than an agent would (2/s per node is the default).
-      "--node-rate-limit", "off"};
+  o.extra_args = {"--threads", std::to_string(conns + 32), "--log-level", a["log-level"],
+                  "--group-commit", a["group-commit"], "--keep-alive-timeout", "30",
+                  // Each simulated node sends far more than an agent would (2/s per node is the
+                  // default); the developer owns the whole bulk-loaded queue.
+                  "--node-rate-limit", "off", "--developer-rate-limit", "off",
+                  "--operator-rate-limit", "off", "--max-active-jobs", "1000000000"};
   std::string error;
   std::string template_job;
   std::string operator_key;
+  std::string developer_key;
   {
     CoordinatorProcess setup(base, o);
     if (!setup.Start(&error)) return Die(error);
     auto dev = CreateKey(setup, "developer", &error);
     if (!dev) return Die(error);
+    developer_key = *dev;
     auto op = CreateKey(setup, "operator", &error);
     if (!op) return Die(error);
     operator_key = *op;
@@ -210,6 +217,18 @@ int main(int argc, char** argv) {
     return true;
   };
   run("claim", claim);
+
+  LoadOptions submit;
+  const std::string job_body =
+      "{\"kind\":\"synthetic\",\"params\":{\"steps\":1000,\"checkpoint_every\":100}}";
+  submit.request = [&](int, int64_t) { return post("/v1/jobs", developer_key, job_body); };
+  submit.check = [](int status, const std::string&) { return status == 201; };
+  run("submit", submit);
+
+  LoadOptions tick;
+  tick.request = [&](int, int64_t) { return post("/v1/admin/maintenance", operator_key, "{}"); };
+  tick.check = [](int status, const std::string&) { return status == 200; };
+  run("tick", tick);
 
   std::set<std::string> unique(claimed.begin(), claimed.end());
   const size_t doubles = claimed.size() - unique.size();

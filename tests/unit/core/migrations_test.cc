@@ -36,6 +36,39 @@ TEST_CASE("migrations apply once and are idempotent", "[migrations]") {
   CHECK(r.results[0].rows[0][0].AsReal() == Approx(0.324));
 }
 
+TEST_CASE("migration 3 counts the active jobs a database already holds", "[migrations]") {
+  auto db = Memory();
+  Batch older;
+  older.Add(
+      "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+      "applied_at INTEGER NOT NULL)");
+  for (const Migration& m : Migrations()) {
+    if (m.version >= 3) continue;
+    older.Add("INSERT INTO schema_migrations VALUES (?, ?, 0)", {m.version, m.name});
+    for (const std::string& stmt : SplitSqlStatements(m.sql)) older.Add(stmt);
+  }
+  older.Add(
+      "INSERT INTO api_keys (id, token_hash, role, name, created_at) VALUES "
+      "('k_a', 'ha', 'developer', 'a', 0), ('k_b', 'hb', 'developer', 'b', 0)");
+  const char* states[] = {"pending", "running", "completed", "failed", "canceled", "pending"};
+  int i = 0;
+  for (const char* state : states) {
+    older.Add(
+        "INSERT INTO jobs (id, owner_key_id, kind, spec, state, max_failures, steps_total, "
+        "created_at, updated_at) VALUES (?, 'k_a', 'synthetic', '{}', ?, 3, 10, 0, 0)",
+        {"j_" + std::to_string(i++), state});
+  }
+  REQUIRE(db->Execute(older).status.ok());
+  Coordinator coord(TestConfig());
+  REQUIRE(Drive(coord.MigrationPlan(), *db).response().status == 200);
+  Batch read;
+  read.Add("SELECT id, active_jobs FROM api_keys ORDER BY id");
+  BatchResult r = db->Execute(read);
+  REQUIRE(r.status.ok());
+  CHECK(r.results[0].Get(0, "active_jobs").AsInt() == 3);
+  CHECK(r.results[0].Get(1, "active_jobs").AsInt() == 0);
+}
+
 TEST_CASE("a failing statement rolls back the whole batch", "[sql]") {
   auto db = Memory();
   Batch setup;
@@ -55,6 +88,18 @@ TEST_CASE("SplitSqlStatements handles comments and quoted semicolons", "[migrati
   REQUIRE(s.size() == 2);
   CHECK(s[0].rfind("CREATE TABLE a", 0) == 0);
   CHECK(s[1] == "SELECT 1");
+}
+
+TEST_CASE("SplitSqlStatements keeps a trigger's body whole", "[migrations]") {
+  auto s = SplitSqlStatements(
+      "CREATE TRIGGER t AFTER INSERT ON a BEGIN\n  UPDATE b SET n = n + 1; -- ; here\n"
+      "  UPDATE c SET legend = 'end;';\nEND;\nCreate  Temp Trigger u AFTER DELETE ON a "
+      "BEGIN DELETE FROM b; end ;\nSELECT 1;");
+  REQUIRE(s.size() == 3);
+  CHECK(s[0].rfind("CREATE TRIGGER t", 0) == 0);
+  CHECK(s[0].find("legend = 'end;';\nEND") != std::string::npos);
+  CHECK(s[1].rfind("Create  Temp Trigger u", 0) == 0);
+  CHECK(s[2] == "SELECT 1");
 }
 
 TEST_CASE("FormatTime renders RFC 3339 UTC with milliseconds", "[http]") {

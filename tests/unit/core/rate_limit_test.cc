@@ -192,6 +192,49 @@ TEST_CASE("developers hold at most max_active_jobs pending or running jobs", "[r
   CHECK(env.Post("/v1/jobs", dev, body).status == 429);
 }
 
+TEST_CASE("the active-job counter follows every change of a job's state", "[ratelimit]") {
+  CoreConfig c = TestConfig();
+  c.stall_after_s = 60;
+  TestEnv env(c);
+  std::string dev = env.Developer();
+  auto check = [&](const char* when) {
+    INFO(when);
+    CHECK(env.Scalar("SELECT active_jobs FROM api_keys WHERE token_hash = ?", {Sha256Hex(dev)}) ==
+          env.Scalar("SELECT count(*) FROM jobs j JOIN api_keys k ON k.id = j.owner_key_id "
+                     "WHERE k.token_hash = ? AND j.state IN ('pending', 'running')",
+                     {Sha256Hex(dev)}));
+    CHECK(env.Scalar("SELECT value FROM counters WHERE name = 'active_jobs'") ==
+          env.Scalar("SELECT count(*) FROM jobs WHERE state IN ('pending', 'running')"));
+  };
+  NodeRef a = env.Node("a"), b = env.Node("b");
+  env.Submit(env.operator_token);  // another key's job counts in the total only
+  // Priorities fix the claim order: j1, j2, j3, j4.
+  std::string j1 = env.Submit(dev, 100, 3);
+  std::string j2 = env.Submit(dev, 100, 2, {{"max_failures", 1}});
+  std::string j3 = env.Submit(dev, 100, 1), j4 = env.Submit(dev, 100, 0);
+  check("submitted");
+  REQUIRE(env.ClaimedJob(a) == j1);
+  check("claimed");
+  REQUIRE(env.Post("/v1/jobs/" + j1 + "/release", a.token, {{"epoch", 1}}).status == 200);
+  check("released");
+  REQUIRE(env.ClaimedJob(a) == j1);
+  REQUIRE(env.Complete(a, j1, 2).status == 200);
+  check("completed");
+  REQUIRE(env.ClaimedJob(b) == j2);
+  REQUIRE(env.Post("/v1/jobs/" + j2 + "/fail", b.token, {{"epoch", 1}, {"reason", "x"}}).status ==
+          200);
+  CHECK(env.JobState(j2) == "failed");
+  check("failed");
+  env.Advance(120);  // a's next lease stalls; maintenance leaves it running
+  REQUIRE(env.ClaimedJob(a) == j3);
+  env.Advance(120);
+  REQUIRE(env.Post("/v1/admin/maintenance", env.operator_token).status == 200);
+  check("stalled");
+  for (const std::string& j : {j1, j2, j3, j4}) env.Post("/v1/jobs/" + j + "/cancel", dev);
+  check("canceled");
+  CHECK(env.Scalar("SELECT active_jobs FROM api_keys WHERE token_hash = ?", {Sha256Hex(dev)}) == 0);
+}
+
 TEST_CASE("job specs over max_spec_bytes are refused with 413", "[ratelimit]") {
   CoreConfig c = TestConfig();
   c.max_spec_bytes = 4096;

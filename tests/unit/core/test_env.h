@@ -56,9 +56,11 @@ inline CoreConfig TestConfig() {
 
 class TestEnv {
  public:
-  // limiter: where rate-limit buckets live (null: no rate limits).
-  explicit TestEnv(CoreConfig config = TestConfig(), core::RateLimiter* limiter = nullptr)
-      : coord(std::move(config), limiter) {
+  // limiter: where rate-limit buckets live (null: no rate limits); callers: remembered callers
+  // (null: every request looks its token up).
+  explicit TestEnv(CoreConfig config = TestConfig(), core::RateLimiter* limiter = nullptr,
+                   core::CallerCache* callers = nullptr)
+      : coord(std::move(config), limiter, callers) {
     auto opened = native::SqliteExecutor::Open({":memory:"});
     REQUIRE(opened.ok());
     db = std::move(opened).value();
@@ -74,6 +76,8 @@ class TestEnv {
   int64_t now_ms = 1800000000000;  // 2027-01-15T08:00:00Z
   std::string operator_token;
   int entropy_counter = 0;
+  int64_t batches = 0;                    // batches run by Raw() (database round trips)
+  core::SqlExecutor* executor = nullptr;  // where Raw() runs batches; null: db
 
   void Advance(double seconds) { now_ms += int64_t(seconds * 1000); }
 
@@ -95,7 +99,11 @@ class TestEnv {
     req.body = body;
     req.now_ms = now_ms;
     req.entropy = NextEntropy();
-    core::Plan p = core::Drive(coord.Handle(req), *db);
+    core::Plan p = coord.Handle(req);
+    while (!p.done()) {
+      ++batches;
+      p = p.Continue(executor != nullptr ? executor->Execute(p.batch()) : db->Execute(p.batch()));
+    }
     Resp r;
     r.status = p.response().status;
     r.body = p.response().body;

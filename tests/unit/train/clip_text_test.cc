@@ -287,7 +287,7 @@ TEST_CASE("text-encode CLI refuses bad input with one line, usage errors exit 64
   REQUIRE(SaveSafetensors(tmp.File("no_ids.safetensors"), {{"ids", ids}}).ok());
   expect({"--out", out}, kExitFailed, "missing tensor input_ids", "",
          tmp.File("no_ids.safetensors"));
-  expect({"--out", out}, kExitFailed, "cannot open", "", tmp.File("absent.safetensors"));
+  expect({"--out", out}, kExitFailed, "does not exist", "", tmp.File("absent.safetensors"));
   // Older checkpoints carry the position_ids buffer: ignored.
   TensorMap with_buffer = MustLoad(dir + "/weights.safetensors");
   with_buffer["text_model.embeddings.position_ids"] = torch::arange(77).reshape({1, 77});

@@ -1,6 +1,7 @@
 #include "wasm/edge_session.h"
 
 #include <catch2/catch.hpp>
+#include <map>
 
 #include "coordinator/core/migrations.h"
 #include "coordinator/native/db/sqlite_executor.h"
@@ -20,26 +21,31 @@ Json Parse(const std::string& text) {
   return *j;
 }
 
-// Plays the Worker: runs each JSON batch on SQLite and feeds the JSON result back.
+// Plays the Worker: keeps the statement texts by id, binds parameters as D1 does (numbers,
+// strings, nulls as they come; integers arrive as strings), runs each batch on SQLite and feeds
+// the JSON result back.
 Json DriveJson(EdgeSession& session, native::SqliteExecutor& db, const std::string& first) {
+  static std::map<EdgeSession*, std::map<int64_t, std::string>> texts;
+  std::map<int64_t, std::string>& sql = texts[&session];
   Json step = Parse(first);
   int guard = 0;
   while (!step["done"].get<bool>()) {
     REQUIRE(++guard < 50);
     Batch batch;
-    for (const Json& s : step["batch"]["statements"]) {
+    for (const Json& s : step["batch"]) {
       std::vector<SqlValue> params;
       for (const Json& p : s["params"]) {
         if (p.is_null())
           params.push_back(SqlValue::Null());
-        else if (p.is_number_integer())
-          params.push_back(SqlValue(p.get<int64_t>()));
         else if (p.is_number())
-          params.push_back(SqlValue(p.get<double>()));
+          params.push_back(SqlValue(p.get<double>()));  // D1 binds every number as REAL
         else
           params.push_back(SqlValue(p.get<std::string>()));
       }
-      batch.Add(s["sql"].get<std::string>(), std::move(params));
+      int64_t id = s["id"].get<int64_t>();
+      if (s.contains("sql") && id >= 0) sql[id] = s["sql"].get<std::string>();
+      REQUIRE((s.contains("sql") || sql.count(id)));
+      batch.Add(s.contains("sql") ? s["sql"].get<std::string>() : sql[id], std::move(params));
     }
     std::string result = DumpJson(BatchResultToJson(db.Execute(batch)));
     step = Parse(session.Continue(step["handle"].get<int64_t>(), result));
@@ -92,6 +98,11 @@ TEST_CASE("migrations, bootstrap and requests run through the JSON wire", "[sess
                                               {"entropy", std::string(64, '0')}}}})));
   CHECK(health["response"]["status"] == 200);
   CHECK(s.open_plans() == 0);
+  // Without entropy in the request, the session's is used; with neither, the answer is 500.
+  const std::string post = R"({"op":"request","request":{"method":"POST","path":"/v1/jobs",)"
+                           R"("now_ms":1,"headers":[["authorization","Bearer tok"]],"body":"{}"}})";
+  CHECK(DriveJson(s, *db, s.Start(post, std::string(32, 'e')))["response"]["status"] == 400);
+  CHECK(Parse(s.Start(post))["response"]["status"] == 500);
 
   Json stored = DriveJson(
       s, *db,

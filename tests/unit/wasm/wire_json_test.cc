@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "coordinator/native/db/sqlite_executor.h"
+
 using namespace gleaner;
 using namespace gleaner::core;
 using namespace gleaner::edge;
@@ -57,7 +59,6 @@ TEST_CASE("requests parse from the shell's JSON", "[wire]") {
 TEST_CASE("bad request JSON is an error, not a crash", "[wire]") {
   const char* bad[] = {
       R"([])",
-      R"({"method":"GET","path":"/","now_ms":1})",                   // no entropy
       R"({"method":"GET","path":"/","now_ms":1,"entropy":"abcd"})",  // too little
       R"({"method":"GET","path":"/","now_ms":-1,"entropy":"%E"})",
       R"({"method":"GET","path":"/","now_ms":1,"entropy":"%E","headers":{"a":"b"}})",
@@ -77,7 +78,9 @@ TEST_CASE("bad request JSON is an error, not a crash", "[wire]") {
 TEST_CASE("responses carry text as body and bytes as body_base64", "[wire]") {
   HttpResponse r = HttpResponse::Error(Status::Conflict("lease lost"));
   r.headers.emplace_back("retry-after", "5");
-  Json j = ResponseToJson(r);
+  std::string text;
+  AppendResponseJson(&text, r);
+  Json j = Parse(text);
   CHECK(j["status"] == 409);
   CHECK(j["content_type"] == "application/json");
   CHECK(j["headers"] == Parse(R"([["retry-after","5"]])"));
@@ -85,20 +88,58 @@ TEST_CASE("responses carry text as body and bytes as body_base64", "[wire]") {
 
   HttpResponse b;
   b.body = std::string("ok\xc3", 3);  // truncated UTF-8
-  Json jb = ResponseToJson(b);
+  std::string btext;
+  AppendResponseJson(&btext, b);
+  Json jb = Parse(btext);
   CHECK(jb.find("body") == jb.end());
   CHECK(jb["body_base64"] == Base64Encode(b.body));
 }
 
-TEST_CASE("batches and results cross the wire with their types", "[wire]") {
-  Batch b;
-  b.Add("UPDATE jobs SET x = ? WHERE id = ? AND y = ?", {SqlValue(int64_t(1) << 40), "j_1", 0.5});
-  b.Add("SELECT 1", {SqlValue::Null()});
-  Json j = BatchToJson(b);
-  CHECK(
-      DumpJson(j) ==
-      R"({"statements":[{"params":[1099511627776,"j_1",0.5],"sql":"UPDATE jobs SET x = ? WHERE id = ? AND y = ?"},{"params":[null],"sql":"SELECT 1"}]})");
+TEST_CASE("JSON strings escape what JSON needs and keep everything else", "[wire]") {
+  std::string text;
+  std::string raw = std::string("q\"b\\n\n\r\t\x01\x1f \xc3\xa9 ?", 15);
+  AppendJsonString(&text, raw);
+  CHECK(text == "\"q\\\"b\\\\n\\n\\r\\t\\u0001\\u001f \xc3\xa9 ?\"");
+  CHECK(Parse(text).get<std::string>() == raw);
+  std::string values;
+  for (const SqlValue& v :
+       {SqlValue(int64_t(-5)), SqlValue(0.1), SqlValue::Null(), SqlValue("x")}) {
+    AppendSqlValueJson(&values, v);
+    values += ",";
+  }
+  CHECK(values == "-5,0.1,null,\"x\",");
+}
 
+TEST_CASE("statements go out by id, with their D1 text only the first time", "[wire]") {
+  D1Statements ids;
+  Statement s{"UPDATE jobs SET x = ? WHERE id = ? AND y = ?", {int64_t(1) << 40, "j_1", 0.5}};
+  std::string first, second, other;
+  ids.AppendJson(s, &first);
+  CHECK(first ==
+        R"({"id":0,"sql":"UPDATE jobs SET x = CAST(?1 AS INTEGER) WHERE id = ?2 AND y = ?3",)"
+        R"("params":["1099511627776","j_1",0.5]})");
+  s.params = {int64_t(-7), "j_2", 2.0};
+  ids.AppendJson(s, &second);
+  CHECK(second == R"({"id":0,"params":["-7","j_2",2.0]})");
+  // The same text with other parameter types is another D1 statement.
+  s.params = {SqlValue::Null(), "j_2", 2.0};
+  ids.AppendJson(s, &other);
+  CHECK(other == R"({"id":1,"sql":"UPDATE jobs SET x = ?1 WHERE id = ?2 AND y = ?3",)"
+                 R"("params":[null,"j_2",2.0]})");
+  CHECK(ids.size() == 2);
+
+  // Past the bound, texts travel every time.
+  D1Statements small(1);
+  std::string a, b, c;
+  small.AppendJson({"SELECT 1", {}}, &a);
+  small.AppendJson({"SELECT 2", {}}, &b);
+  small.AppendJson({"SELECT 2", {}}, &c);
+  CHECK(a == R"({"id":0,"sql":"SELECT 1","params":[]})");
+  CHECK(b == R"({"id":-1,"sql":"SELECT 2","params":[]})");
+  CHECK(c == b);
+}
+
+TEST_CASE("results cross the wire with their types", "[wire]") {
   BatchResult r = BatchResultFromJson(Parse(
       R"({"results":[{"columns":[],"rows":[]},{"columns":["id","n","f","z"],"rows":[["a",3,2.5,null]]}]})"));
   REQUIRE(r.status.ok());
@@ -152,7 +193,7 @@ TEST_CASE("config JSON fills CoreConfig and is validated", "[wire]") {
           .ok());
 }
 
-TEST_CASE("integer parameters are inlined for D1, other values stay bound", "[wire]") {
+TEST_CASE("integers are bound as text under CAST for D1, so the SQL text never varies", "[wire]") {
   Batch b;
   b.Add("UPDATE jobs SET k = 'j' || ? , note = '?''?' WHERE id = ? AND e = ? -- ?\n AND f = ?",
         {int64_t(7), "j_1", int64_t(-3), 0.5});
@@ -161,20 +202,56 @@ TEST_CASE("integer parameters are inlined for D1, other values stay bound", "[wi
   b.Add("SELECT ? AS big", {SqlValue(int64_t(INT64_MIN))});
   b.Add("SELECT ?, ?", {int64_t(1)});   // count mismatch: untouched
   b.Add("SELECT :name", {int64_t(1)});  // named: untouched
-  Batch d1 = InlineIntegerParams(b);
+  Batch d1 = ForD1(b);
   REQUIRE(d1.statements.size() == 5);
   CHECK(d1.statements[0].sql ==
-        "UPDATE jobs SET k = 'j' || (7) , note = '?''?' WHERE id = ?1 AND e = (-3) -- ?\n AND f = "
-        "?2");
-  REQUIRE(d1.statements[0].params.size() == 2);
-  CHECK(d1.statements[0].params[0].AsText() == "j_1");
-  CHECK(d1.statements[0].params[1].AsReal() == 0.5);
+        "UPDATE jobs SET k = 'j' || CAST(?1 AS INTEGER) , note = '?''?' WHERE id = ?2 AND e = "
+        "CAST(?3 AS INTEGER) -- ?\n AND f = ?4");
+  REQUIRE(d1.statements[0].params.size() == 4);
+  CHECK(d1.statements[0].params[0].AsText() == "7");
+  CHECK(d1.statements[0].params[1].AsText() == "j_1");
+  CHECK(d1.statements[0].params[2].AsText() == "-3");
+  CHECK(d1.statements[0].params[3].AsReal() == 0.5);
   CHECK(d1.statements[1].sql ==
-        "SELECT /* ? */ \"a?\" FROM t WHERE x = ?1 AND y = (1) AND z = ?1 AND w = ?2");
-  REQUIRE(d1.statements[1].params.size() == 2);
-  CHECK(d1.statements[1].params[0].AsText() == "s");
-  CHECK(d1.statements[1].params[1].AsReal() == 2.5);
-  CHECK(d1.statements[2].sql == "SELECT (-9223372036854775808) AS big");
+        "SELECT /* ? */ \"a?\" FROM t WHERE x = ?2 AND y = CAST(?1 AS INTEGER) AND z = ?2 AND w = "
+        "?3");
+  CHECK(d1.statements[2].sql == "SELECT CAST(?1 AS INTEGER) AS big");
+  CHECK(d1.statements[2].params[0].AsText() == "-9223372036854775808");
   CHECK(d1.statements[3].sql == "SELECT ?, ?");
+  CHECK(d1.statements[3].params[0].type() == SqlValue::Type::kInt);
   CHECK(d1.statements[4].sql == "SELECT :name");
+
+  // Other values of the same types give the same text: one cached statement per call site.
+  Batch other;
+  other.Add(b.statements[0].sql, {int64_t(123456789012345), "j_2", int64_t(0), 7.25});
+  CHECK(ForD1(other).statements[0].sql == d1.statements[0].sql);
+}
+
+TEST_CASE("the D1 form keeps every int64 exact and means the same on SQLite", "[wire]") {
+  auto opened = native::SqliteExecutor::Open({":memory:"});
+  REQUIRE(opened.ok());
+  native::SqliteExecutor& db = **opened;
+  const int64_t values[] = {
+      0, 1, -1, (int64_t(1) << 53) + 1, -(int64_t(1) << 53) - 1, INT64_MAX, INT64_MIN};
+  for (int64_t v : values) {
+    INFO(v);
+    Batch b;
+    b.Add("CREATE TABLE IF NOT EXISTS t (v INTEGER, s TEXT)");
+    b.Add("DELETE FROM t");
+    b.Add("INSERT INTO t (v, s) VALUES (?, 'e' || ?)", {v, v});
+    b.Add(
+        "SELECT v, CAST(v AS TEXT) AS text, typeof(v) AS type, s, MAX(v, ?) AS mx, ? / 2 AS half, "
+        "typeof(?) AS ptype FROM t",
+        {v, v, v});
+    core::BatchResult r = db.Execute(ForD1(b));
+    REQUIRE(r.status.ok());
+    const Rows& rows = r.results[3];
+    CHECK(rows.Get(0, "v").AsInt() == v);
+    CHECK(rows.Get(0, "text").AsText() == std::to_string(v));
+    CHECK(rows.Get(0, "type").AsText() == "integer");
+    CHECK(rows.Get(0, "s").AsText() == "e" + std::to_string(v));
+    CHECK(rows.Get(0, "mx").AsInt() == v);
+    CHECK(rows.Get(0, "half").AsInt() == v / 2);
+    CHECK(rows.Get(0, "ptype").AsText() == "integer");
+  }
 }
