@@ -30,9 +30,74 @@ bool IntField(FieldReader& r, const char* key, int64_t min, int64_t max, int64_t
   return true;
 }
 
+bool NumField(FieldReader& r, const char* key, double min, double max, double def, Json* out) {
+  double v = def;
+  if (!r.Number(key, &v, false, min, max)) return false;
+  (*out)[key] = v;
+  return true;
+}
+
+// Sample fields, shared by every kind. All absent: no samples, and nothing is added to `out`.
+// With sample_prompts (1..kMaxSamplePrompts strings or {prompt, negative_prompt} objects) every
+// other sample field is defaulted; without it the others are refused, so a typo cannot silently
+// turn sampling off.
+bool SampleFields(FieldReader& r, const Json& params, int64_t steps, int64_t checkpoint_every,
+                  int64_t seed, Json* out) {
+  static const char* const kOthers[] = {"sample_every", "sample_steps",      "guidance_scale",
+                                        "sample_seed",  "sample_resolution", nullptr};
+  if (!r.Has("sample_prompts")) {
+    for (const char* const* k = kOthers; *k != nullptr; ++k) {
+      if (r.Has(*k)) return r.Fail(std::string("params.") + *k + " needs params.sample_prompts");
+    }
+    return true;
+  }
+  const Json& list = params["sample_prompts"];
+  if (!list.is_array() || list.empty() || list.size() > size_t(kMaxSamplePrompts)) {
+    return r.Fail("params.sample_prompts must be an array of 1 to " +
+                  std::to_string(kMaxSamplePrompts) +
+                  " prompts (strings or {prompt, negative_prompt} objects)");
+  }
+  Json prompts = Json::array();
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string name = "params.sample_prompts[" + std::to_string(i) + "]";
+    std::string prompt, negative;
+    if (list[i].is_string()) {
+      prompt = list[i].get<std::string>();
+    } else if (list[i].is_object()) {
+      static const char* const kPromptKeys[] = {"prompt", "negative_prompt", nullptr};
+      FieldReader pr(list[i], name + ".");
+      pr.OnlyKeys(kPromptKeys);
+      pr.String("prompt", &prompt, true, kMaxSamplePromptChars);
+      pr.String("negative_prompt", &negative, false, kMaxSamplePromptChars);
+      if (!pr.ok()) return r.Fail(pr.status().message());
+    } else {
+      return r.Fail(name + " must be a string or a {prompt, negative_prompt} object");
+    }
+    if (prompt.empty() || prompt.size() > size_t(kMaxSamplePromptChars) ||
+        negative.size() > size_t(kMaxSamplePromptChars)) {
+      return r.Fail(name + ": a prompt must be 1 to " + std::to_string(kMaxSamplePromptChars) +
+                    " bytes, a negative prompt at most that");
+    }
+    prompts.push_back({{"prompt", prompt}, {"negative_prompt", negative}});
+  }
+  (*out)["sample_prompts"] = prompts;
+  IntField(r, "sample_every", 1, steps, checkpoint_every, out);
+  IntField(r, "sample_steps", 1, 1000, 25, out);
+  NumField(r, "guidance_scale", 0, 100, 7.5, out);
+  IntField(r, "sample_seed", 0, kMaxSafeInteger, seed, out);
+  int64_t res = 512;
+  if (r.Int("sample_resolution", &res, false, 8, 4096) && res % 8 != 0) {
+    return r.Fail("params.sample_resolution must be a multiple of 8 in [8, 4096]");
+  }
+  (*out)["sample_resolution"] = res;
+  return r.ok();
+}
+
 Result<Json> Synthetic(const Json& params) {
   static const char* const kKeys[] = {
-      "steps", "step_ms", "checkpoint_every", "seed", "fail_at_step", "crash_at_step", nullptr};
+      "steps",          "step_ms",     "checkpoint_every",  "seed",         "fail_at_step",
+      "crash_at_step",  "sample_ms",   "sample_prompts",    "sample_every", "sample_steps",
+      "guidance_scale", "sample_seed", "sample_resolution", nullptr};
   FieldReader r(params, "params.");
   r.OnlyKeys(kKeys);
   int64_t steps = 0;
@@ -46,6 +111,15 @@ Result<Json> Synthetic(const Json& params) {
   for (const char* opt : {"fail_at_step", "crash_at_step"}) {
     int64_t v = 0;
     if (r.Has(opt) && r.Int(opt, &v, true, 1, steps)) out[opt] = v;
+  }
+  if (!r.ok()) return r.status();
+  SampleFields(r, params, steps, out["checkpoint_every"].get<int64_t>(), out["seed"].get<int64_t>(),
+               &out);
+  // Test hook: time spent per sample image, so tests can interrupt sampling.
+  if (r.ok() && r.Has("sample_ms")) {
+    if (!out.contains("sample_prompts"))
+      return Status::Invalid("params.sample_ms needs params.sample_prompts");
+    IntField(r, "sample_ms", 0, 60000, 0, &out);
   }
   if (!r.ok()) return r.status();
   return out;
@@ -86,6 +160,12 @@ Result<LoraSdParams> LoraSdParams::Parse(const Json& params) {
                                       "instance_prompt",
                                       "class_prompt",
                                       "train_text_encoder",
+                                      "sample_prompts",
+                                      "sample_every",
+                                      "sample_steps",
+                                      "guidance_scale",
+                                      "sample_seed",
+                                      "sample_resolution",
                                       nullptr};
   static const char* const kPrecision[] = {"no", "fp16", "bf16", nullptr};
   static const char* const kSchedulers[] = {"constant", "constant_with_warmup", "linear", "cosine",
@@ -126,6 +206,8 @@ Result<LoraSdParams> LoraSdParams::Parse(const Json& params) {
   p.has_train_text_encoder =
       r.Bool("train_text_encoder", &p.train_text_encoder, false) && r.Has("train_text_encoder");
   if (!r.ok()) return r.status();
+  SampleFields(r, params, p.steps, p.checkpoint_every, p.seed, &p.samples);
+  if (!r.ok()) return r.status();
   return p;
 }
 
@@ -154,6 +236,7 @@ Json LoraSdParams::ToJson() const {
   if (!instance_prompt.empty()) out["instance_prompt"] = instance_prompt;
   if (!class_prompt.empty()) out["class_prompt"] = class_prompt;
   if (has_train_text_encoder) out["train_text_encoder"] = train_text_encoder;
+  for (const auto& field : samples.items()) out[field.key()] = field.value();
   return out;
 }
 

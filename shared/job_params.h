@@ -16,6 +16,8 @@
 namespace gleaner {
 
 constexpr int64_t kMaxJobSteps = 10000000;
+constexpr int64_t kMaxSamplePrompts = 8;
+constexpr int64_t kMaxSamplePromptChars = 1000;
 // Largest integer every shell represents exactly (the edge shell is JavaScript).
 constexpr int64_t kMaxSafeInteger = 9007199254740991;
 
@@ -30,6 +32,12 @@ bool JobKindNeedsInputs(const std::string& kind);
 //             min(100, steps)), seed (0..2^53-1, 0), fail_at_step (1..steps, optional),
 //             crash_at_step (1..steps, optional).
 //  lora-sd:   see LoraSdParams.
+//  samples (both kinds, all absent = no samples): sample_prompts (1..8, each a string or
+//             {prompt, negative_prompt}; normalised to objects with both), sample_every
+//             (1..steps, checkpoint_every), sample_steps (1..1000, 25), guidance_scale (0..100,
+//             7.5), sample_seed (0..2^53-1, seed), sample_resolution (8..4096, multiple of 8,
+//             512). The other sample fields without sample_prompts are refused. synthetic also
+//             takes sample_ms (0..60000, 0: a test hook, time per sample image).
 Result<Json> NormalizeParams(const std::string& kind, const Json& params);
 
 // lora-sd params, typed: the one definition of their names, defaults and ranges (the coordinator
@@ -58,6 +66,8 @@ struct LoraSdParams {
   std::string instance_prompt, class_prompt;  // up to 4096 bytes; "" = not given
   bool has_train_text_encoder = false;
   bool train_text_encoder = false;
+  // Sample fields (see NormalizeParams), normalised; an empty object when sampling is off.
+  Json samples = Json::object();
 
   // Validates (unknown fields, types, ranges) and fills defaults.
   static Result<LoraSdParams> Parse(const Json& params);

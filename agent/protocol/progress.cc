@@ -32,6 +32,15 @@ void EmitCheckpoint(int64_t step, const std::string& dir) {
   EmitProgress(e);
 }
 
+void EmitSamples(int64_t step, const std::string& dir, double seconds) {
+  ProgressEvent e;
+  e.type = ProgressEvent::Type::kSamples;
+  e.step = step;
+  e.dir = dir;
+  e.seconds = seconds;
+  EmitProgress(e);
+}
+
 void EmitDone(int64_t step) {
   ProgressEvent e;
   e.type = ProgressEvent::Type::kDone;

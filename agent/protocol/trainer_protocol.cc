@@ -94,6 +94,9 @@ std::string FormatProgressEvent(const ProgressEvent& e) {
     }
     case ProgressEvent::Type::kCheckpoint:
       return "gleaner checkpoint step=" + std::to_string(e.step) + " dir=" + PercentEncode(e.dir);
+    case ProgressEvent::Type::kSamples:
+      return "gleaner samples step=" + std::to_string(e.step) + " dir=" + PercentEncode(e.dir) +
+             " seconds=" + FormatDouble(e.seconds);
     case ProgressEvent::Type::kDone:
       return "gleaner done step=" + std::to_string(e.step);
     case ProgressEvent::Type::kError:
@@ -120,6 +123,8 @@ Result<ProgressEvent> ParseProgressEvent(const std::string& line) {
     e.type = ProgressEvent::Type::kProgress;
   } else if (type == "checkpoint") {
     e.type = ProgressEvent::Type::kCheckpoint;
+  } else if (type == "samples") {
+    e.type = ProgressEvent::Type::kSamples;
   } else if (type == "done") {
     e.type = ProgressEvent::Type::kDone;
   } else if (type == "error") {
@@ -141,6 +146,8 @@ Result<ProgressEvent> ParseProgressEvent(const std::string& line) {
     } else if (k == "loss") {
       ok = ParseDouble(v, &e.loss);
       e.has_loss = ok;
+    } else if (k == "seconds") {
+      ok = ParseDouble(v, &e.seconds) && e.seconds >= 0 && e.seconds < 1e9;
     } else if (k == "samples_per_s") {
       ok = ParseDouble(v, &e.samples_per_s);
     } else if (k == "dir") {
@@ -155,8 +162,9 @@ Result<ProgressEvent> ParseProgressEvent(const std::string& line) {
   if (e.type != ProgressEvent::Type::kError && !has_step) {
     return Status::Invalid("progress event without step");
   }
-  if (e.type == ProgressEvent::Type::kCheckpoint && e.dir.empty()) {
-    return Status::Invalid("checkpoint event without dir");
+  if ((e.type == ProgressEvent::Type::kCheckpoint || e.type == ProgressEvent::Type::kSamples) &&
+      e.dir.empty()) {
+    return Status::Invalid(type + " event without dir");
   }
   return e;
 }

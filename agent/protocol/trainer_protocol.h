@@ -17,6 +17,9 @@
 //     into "<dir>.tmp", fsyncs them, writes MANIFEST.json LAST, fsyncs, renames to the final name,
 //     fsyncs DIR/checkpoints. A directory without a valid manifest is not a checkpoint.
 //   DIR/output/ : result files, then output MANIFEST.json last (same format, step = steps).
+//   DIR/samples/<step as %010d>/ : images rendered with the weights of that step, written the
+//     same way as a checkpoint (sample_set.h) and only after that step's checkpoint (or, for the
+//     last step, before the output), so an interrupted sampling never costs a checkpoint.
 // Progress: one line per event on stdout (see ProgressEvent). stderr is free-form diagnostics;
 //   the agent keeps its last lines for failure reports.
 // Signals: SIGTERM or SIGINT = checkpoint at the next step boundary, then exit kExitInterrupted.
@@ -48,17 +51,20 @@ constexpr int kManifestVersion = 1;
 // One progress line. Wire form (one line, space-separated key=value, no spaces in values):
 //   "gleaner progress step=120 steps=1000 loss=0.0123 samples_per_s=3.5"
 //   "gleaner checkpoint step=100 dir=/path/to/DIR/checkpoints/0000000100"
+//   "gleaner samples step=100 dir=/path/to/DIR/samples/0000000100 seconds=1.25"
 //   "gleaner done step=1000"
 //   "gleaner error reason=<percent-encoded text>"
 struct ProgressEvent {
-  enum class Type { kProgress, kCheckpoint, kDone, kError };
+  // kSamples is newer than the others: an agent that predates it logs the line and ignores it.
+  enum class Type { kProgress, kCheckpoint, kSamples, kDone, kError };
   Type type = Type::kProgress;
   int64_t step = 0;
   int64_t steps = 0;
   double loss = 0;  // NaN when absent
   bool has_loss = false;
   double samples_per_s = 0;
-  std::string dir;     // kCheckpoint
+  double seconds = 0;  // kSamples: wall time spent rendering them
+  std::string dir;     // kCheckpoint, kSamples
   std::string reason;  // kError, decoded
 };
 

@@ -284,6 +284,35 @@ Result<std::string> CoordinatorApi::CreateOutput(const std::string& job, int64_t
   return Resolve(url);
 }
 
+Result<std::string> CoordinatorApi::CreateSample(const std::string& job, int64_t epoch,
+                                                 int64_t step, int index) {
+  Result<Json> j = Call("POST", "/v1/jobs/" + job + "/samples",
+                        Json{{"epoch", epoch}, {"step", step}, {"index", index}});
+  if (!j.ok()) return j.status();
+  std::string url;
+  FieldReader f(*j);
+  f.String("url", &url, true, 8192);
+  if (!f.ok()) return Status::Unavailable("samples: " + f.status().message());
+  return Resolve(url);
+}
+
+Status CoordinatorApi::CommitSamples(const std::string& job, int64_t epoch, int64_t step,
+                                     int64_t seed, double seconds,
+                                     const std::vector<SampleFile>& images) {
+  Json list = Json::array();
+  for (size_t i = 0; i < images.size(); ++i) {
+    const SampleFile& s = images[i];
+    list.push_back({{"index", int64_t(i)},
+                    {"sha256", s.sha256},
+                    {"size", s.size},
+                    {"prompt", s.prompt},
+                    {"negative_prompt", s.negative_prompt}});
+  }
+  Json body = {{"epoch", epoch}, {"seed", seed}, {"seconds", seconds}, {"images", list}};
+  return Call("POST", "/v1/jobs/" + job + "/samples/" + std::to_string(step) + "/commit", body)
+      .status();
+}
+
 Status CoordinatorApi::Complete(const std::string& job, int64_t epoch,
                                 const std::vector<OutputFile>& outputs) {
   Json list = Json::array();

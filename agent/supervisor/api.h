@@ -62,6 +62,11 @@ struct OutputFile {
   int64_t size = 0;
 };
 
+struct SampleFile {
+  std::string prompt, negative_prompt, sha256;
+  int64_t size = 0;
+};
+
 class CoordinatorApi {
  public:
   CoordinatorApi(net::HttpClient* http, std::string base_url);
@@ -86,6 +91,10 @@ class CoordinatorApi {
   Status CommitCheckpoint(const std::string& job, int64_t epoch, int64_t step,
                           const std::string& sha256, int64_t size);
   Result<std::string> CreateOutput(const std::string& job, int64_t epoch, const std::string& name);
+  // Samples of one step (docs/api.md "Samples"): an upload URL per image, then one commit.
+  Result<std::string> CreateSample(const std::string& job, int64_t epoch, int64_t step, int index);
+  Status CommitSamples(const std::string& job, int64_t epoch, int64_t step, int64_t seed,
+                       double seconds, const std::vector<SampleFile>& images);
   Status Complete(const std::string& job, int64_t epoch, const std::vector<OutputFile>& outputs);
   Status Fail(const std::string& job, int64_t epoch, const std::string& reason);
   Status Release(const std::string& job, int64_t epoch, const std::string& reason);

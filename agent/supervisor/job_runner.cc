@@ -244,6 +244,9 @@ void Run::OnStdout(const std::string& line) {
         if (uploader_ != nullptr) uploader_->Enqueue(e->step, e->dir);
       }
       break;
+    case ProgressEvent::Type::kSamples:
+      if (uploader_ != nullptr) uploader_->EnqueueSamples(e->step, e->dir);
+      break;
     case ProgressEvent::Type::kDone:
       step_ = e->step;
       break;
@@ -403,7 +406,21 @@ JobOutcome Run::ReportFailure(const std::string& reason) {
 }
 
 JobOutcome Run::Complete() {
-  if (uploader_) uploader_->Abort();  // the result supersedes any pending checkpoint
+  if (uploader_) {
+    // The result supersedes any pending checkpoint; the samples (the final ones last) are
+    // part of the result, so they go up before it.
+    uploader_->DropCheckpoints();
+    while (!uploader_->Drain(0.2)) {
+      Apply(Tick());
+      if (GiveUp()) {  // the lease ran out (or the deadline came) while they were uploading
+        Log("job %s: sample upload not finished in time", job_.job_id.c_str());
+        break;
+      }
+    }
+    if (uploader_->lease_lost()) Apply(Event(JobEvent::Type::kLeaseRefused));
+    uploader_->Abort();
+    if (!state().held()) return Lost();
+  }
   std::string out_dir = train::OutputDirFor(work_dir_);
   Result<CheckpointManifest> m = train::VerifyCheckpointDir(out_dir);
   if (!m.ok()) return ReportFailure("trainer output failed verification: " + m.status().message());

@@ -1,6 +1,7 @@
 #include "agent/supervisor/uploader.h"
 
 #include "agent/protocol/checkpoint_dir.h"
+#include "agent/protocol/sample_set.h"
 #include "agent/supervisor/archive.h"
 #include "agent/supervisor/log.h"
 #include "agent/supervisor/retry.h"
@@ -47,6 +48,26 @@ void CheckpointUploader::EnqueuePacked(const PendingUpload& p) {
   cv_.notify_all();
 }
 
+void CheckpointUploader::EnqueueSamples(int64_t step, const std::string& dir) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Item item;
+  item.step = step;
+  item.dir = dir;
+  item.samples = true;
+  queue_.push_back(item);
+  cv_.notify_all();
+}
+
+void CheckpointUploader::DropCheckpoints() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::deque<Item> kept;
+  for (Item& item : queue_) {
+    if (item.samples) kept.push_back(std::move(item));
+  }
+  queue_.swap(kept);
+  cv_.notify_all();
+}
+
 bool CheckpointUploader::Drain(double timeout_s) {
   std::unique_lock<std::mutex> lock(mu_);
   return cv_.wait_for(lock, std::chrono::duration<double>(timeout_s),
@@ -74,7 +95,14 @@ void CheckpointUploader::Loop() {
       busy_ = true;
     }
     if (abort_.requested() || lease_lost_) continue;
-    Status s = Upload(&item);
+    const char* what = item.samples ? "samples" : "checkpoint";
+    Status s = item.samples ? UploadSamples(item) : Upload(&item);
+    if (s.ok() && item.samples) {
+      Log("job %s: samples of step %lld committed", job_id_.c_str(),
+          static_cast<long long>(item.step));
+      files::RemoveTree(item.dir);
+      continue;
+    }
     if (s.ok()) {
       last_committed_ = item.step;
       committed_.push_back(item.step);
@@ -83,13 +111,13 @@ void CheckpointUploader::Loop() {
           static_cast<long long>(item.step));
       Prune();
     } else if (s.code() == Code::kConflict) {
-      Log("job %s: checkpoint step %lld refused (%s): lease lost", job_id_.c_str(),
+      Log("job %s: %s step %lld refused (%s): lease lost", job_id_.c_str(), what,
           static_cast<long long>(item.step), s.message().c_str());
       lease_lost_ = true;
       std::lock_guard<std::mutex> lock(mu_);
       queue_.clear();
     } else {
-      Log("job %s: checkpoint step %lld not uploaded: %s", job_id_.c_str(),
+      Log("job %s: %s step %lld not uploaded: %s", job_id_.c_str(), what,
           static_cast<long long>(item.step), s.ToString().c_str());
     }
   }
@@ -133,6 +161,41 @@ Status CheckpointUploader::Upload(Item* item) {
       "checkpoint commit",
       [&] { return api_->CommitCheckpoint(job_id_, epoch_, p.step, p.sha256, p.size); }, give_up,
       &abort_);
+}
+
+Status CheckpointUploader::UploadSamples(const Item& item) {
+  Result<train::SampleSet> set = train::VerifySampleDir(item.dir);
+  if (!set.ok()) return set.status();
+  if (set->step != item.step) return Status::Corruption("sample set is of another step");
+  auto give_up = [this] { return abort_.requested(); };
+  std::vector<SampleFile> images;
+  for (int i = 0; i < int(set->prompts.size()); ++i) {
+    const std::string path = files::Join(item.dir, train::SampleImageName(i));
+    Result<files::FileDigest> d = files::Digest(path);
+    if (!d.ok()) return d.status();
+    std::string url;
+    Status s = Retry(
+        "sample url",
+        [&] {
+          Result<std::string> u = api_->CreateSample(job_id_, epoch_, item.step, i);
+          if (u.ok()) url = *u;
+          return u.status();
+        },
+        give_up, &abort_);
+    if (s.ok()) {
+      s = Retry(
+          "sample upload", [&] { return api_->PutFile(url, path); }, give_up, &abort_);
+    }
+    if (!s.ok()) return s;
+    const train::SamplePrompt& p = set->prompts[size_t(i)];
+    images.push_back(SampleFile{p.prompt, p.negative_prompt, d->sha256, d->size});
+  }
+  return Retry(
+      "samples commit",
+      [&] {
+        return api_->CommitSamples(job_id_, epoch_, item.step, set->seed, set->seconds, images);
+      },
+      give_up, &abort_);
 }
 
 void CheckpointUploader::Prune() {

@@ -4,6 +4,9 @@
 // Transient failures are retried (whole object: the built-in store and S3 presigned PUTs take
 // one object per URL); 409 means the lease is gone: the queue is dropped and lease_lost() is set.
 // Keeps the newest `keep` committed checkpoints on disk. Training never waits for it.
+// Sample sets (agent/protocol/sample_set.h) travel the same queue, after the checkpoint they
+// followed: POST /samples per image -> url; PUT; then POST /samples/{step}/commit; the set's
+// directory is removed once committed. A set that fails verification is dropped (logged).
 // Thread-safe; one worker thread owned by the object.
 #pragma once
 
@@ -33,6 +36,10 @@ class CheckpointUploader {
   // Queues an archive packed before a restart (recovery): it is uploaded only if it still has
   // the recorded size and sha256, else dropped.
   void EnqueuePacked(const PendingUpload& p);
+  // Queues the sample set in directory `dir` for `step`.
+  void EnqueueSamples(int64_t step, const std::string& dir);
+  // Drops queued checkpoints (not sample sets): the job's result supersedes them.
+  void DropCheckpoints();
   // Waits until everything queued is committed or dropped, at most timeout_s. True if drained.
   bool Drain(double timeout_s);
   // Stops retrying and drops what is left (it stays recorded in the state dir).
@@ -45,9 +52,11 @@ class CheckpointUploader {
     int64_t step = 0;
     std::string dir;  // "" when already packed
     PendingUpload packed;
+    bool samples = false;  // dir is a sample set
   };
   void Loop();
   Status Upload(Item* item);
+  Status UploadSamples(const Item& item);
   void Prune();
 
   CoordinatorApi* api_;

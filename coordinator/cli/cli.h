@@ -81,7 +81,8 @@ int CmdNodes(Api& api, const Args& a);
 int CmdKeys(Api& api, const Args& a);
 
 int CmdModels(Api& api, const Args& a);
-int CmdJobs(Api& api, const Args& a);
+int CmdJobs(Api& api, const Args& a);         // jobs submit … (models.cc) | jobs samples …
+int CmdJobsSamples(Api& api, const Args& a);  // jobs samples ID [--out DIR] (samples.cc)
 
 // sha256 (hex) and size of a file, streamed.
 Failure HashFile(const std::string& path, std::string* sha, int64_t* size);
@@ -91,6 +92,12 @@ Failure UploadFile(Api& api, const std::string& path, const std::string& name, J
 // After POST /v1/jobs: prints the job id (or the job with --json), or with --wait polls until
 // the job is final (exit kExitJob unless it completed).
 int PrintOrWaitJob(Api& api, const Args& a, const Json& created);
+
+// Downloads object o ({url, sha256, size}) to dest through dest + ".part", checks its sha256
+// and size, then renames it into place; *sha and *got are what arrived. label names it in
+// progress and errors.
+Failure DownloadVerified(Api& api, const Json& o, const std::string& dest, const std::string& label,
+                         std::string* sha, int64_t* got);
 
 // Prints "gleaner: <message>" on stderr; returns f.code.
 int Report(const Failure& f);

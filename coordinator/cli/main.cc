@@ -27,6 +27,7 @@ const char kUsage[] =
     "  logs ID                                a job's leases, checkpoints and failures\n"
     "  cancel ID [--reason TEXT]              cancel a pending or running job\n"
     "  download ID [-o DIR]                   a completed job's outputs (sha256-checked)\n"
+    "  jobs samples ID [--out DIR]            a job's sample images, DIR/<step>/<i>.png\n"
     "  report [--by job|node|gpu|day] [--from T] [--to T] [--csv]\n"
     "                                         cost report (operator)\n"
     "  nodes [quarantine|restore ID]          the fleet (operator)\n"
@@ -59,7 +60,8 @@ const std::set<std::string> kValueFlags = {"url",
                                            "class-prompt",
                                            "model",
                                            "steps",
-                                           "params"};
+                                           "params",
+                                           "out"};
 
 bool Parse(int argc, char** argv, Args* a, std::string* error) {
   for (int i = 1; i < argc; ++i) {

@@ -283,7 +283,9 @@ int CmdModels(Api& api, const Args& a) {
 int CmdJobs(Api& api, const Args& a) {
   std::string sub = a.words.empty() ? "" : a.words[0];
   if (sub == "submit") return JobsSubmit(api, a);
-  return Report({kExitUsage, kSubmitUsage});
+  if (sub == "samples") return CmdJobsSamples(api, a);
+  return Report(
+      {kExitUsage, std::string(kSubmitUsage) + "\n       gleaner jobs samples ID [--out DIR]"});
 }
 
 }  // namespace gleaner::cli

@@ -153,6 +153,25 @@ int PrintOrWaitJob(Api& api, const Args& a, const Json& created) {
   return kExitOk;
 }
 
+Failure DownloadVerified(Api& api, const Json& o, const std::string& dest, const std::string& label,
+                         std::string* sha, int64_t* got) {
+  std::string tmp = dest + ".part";
+  int64_t size = Int(o, "size");
+  Failure f = WithTransferProgress("download " + label, tmp, size, false,
+                                   [&] { return api.GetFile(Str(o, "url"), tmp, size); });
+  if (f.ok()) f = HashFile(tmp, sha, got);
+  if (f.ok() && (*sha != Str(o, "sha256") || *got != size)) {
+    f = {kExitLocal, label + ": sha256/size mismatch (got " + *sha + ", " + std::to_string(*got) +
+                         " bytes; expected " + Str(o, "sha256") + ", " + std::to_string(size) +
+                         ")"};
+  }
+  if (f.ok() && std::rename(tmp.c_str(), dest.c_str()) != 0) {
+    f = {kExitLocal, "cannot rename " + tmp + " to " + dest};
+  }
+  if (!f.ok()) unlink(tmp.c_str());
+  return f;
+}
+
 int CmdDownload(Api& api, const Args& a) {
   if (a.words.size() != 1) return Report({kExitUsage, "usage: gleaner download ID [-o DIR]"});
   std::string dir = a.Flag("o", ".");
@@ -171,29 +190,10 @@ int CmdDownload(Api& api, const Args& a) {
   for (const Json& o : outputs) {
     std::string name = Base(Str(o, "name"));
     if (name.empty() || name[0] == '.') return Report({kExitApi, "refusing output name " + name});
-    std::string dest = dir + "/" + name, tmp = dest + ".part";
-    int64_t size = Int(o, "size");
-    f = WithTransferProgress("download " + name, tmp, size, false,
-                             [&] { return api.GetFile(Str(o, "url"), tmp, size); });
-    if (!f.ok()) {
-      unlink(tmp.c_str());
-      return Report(f);
-    }
-    std::string sha;
+    std::string dest = dir + "/" + name, sha;
     int64_t got = 0;
-    f = HashFile(tmp, &sha, &got);
-    if (f.ok() && (sha != Str(o, "sha256") || got != size)) {
-      f = {kExitLocal, name + ": sha256/size mismatch (got " + sha + ", " + std::to_string(got) +
-                           " bytes; expected " + Str(o, "sha256") + ", " + std::to_string(size) +
-                           ")"};
-    }
-    if (f.ok() && std::rename(tmp.c_str(), dest.c_str()) != 0) {
-      f = {kExitLocal, "cannot rename " + tmp + " to " + dest};
-    }
-    if (!f.ok()) {
-      unlink(tmp.c_str());
-      return Report(f);
-    }
+    f = DownloadVerified(api, o, dest, name, &sha, &got);
+    if (!f.ok()) return Report(f);
     files.push_back({{"name", name}, {"path", dest}, {"sha256", sha}, {"size", got}});
     if (!a.Has("json")) std::printf("%s  %s\n", sha.c_str(), dest.c_str());
   }

@@ -68,7 +68,8 @@ Result<BlobGrant> Coordinator::AuthorizeBlob(const std::string& method, const st
 }
 
 Plan Coordinator::BlobPlacePlan(const std::string& key, const std::string& sha256) const {
-  // Checkpoint and output keys are jobs/<id>/...: the job id keeps both lookups on an index.
+  // Checkpoint, output and sample keys are jobs/<id>/...: the job id keeps the lookups on an
+  // index.
   const std::string prefix = "jobs/";
   size_t end = key.find('/', prefix.size());
   if (key.compare(0, prefix.size(), prefix) != 0 || end == std::string::npos) {
@@ -82,9 +83,10 @@ Plan Coordinator::BlobPlacePlan(const std::string& key, const std::string& sha25
       "SELECT 1 FROM jobs j, json_each(j.outputs) o WHERE j.id = ? AND j.outputs IS NOT NULL "
       "AND json_extract(o.value, '$.key') = ? AND json_extract(o.value, '$.sha256') <> ?",
       {job, key, sha256});
+  b.Add("SELECT 1 FROM samples WHERE job_id = ? AND key = ? AND sha256 <> ?", {job, key, sha256});
   return Plan::Run(std::move(b), [](BatchResult r) -> Plan {
     if (!r.status.ok()) return Plan::Fail(r.status);
-    if (!r.results[0].empty() || !r.results[1].empty()) {
+    if (!r.results[0].empty() || !r.results[1].empty() || !r.results[2].empty()) {
       return Plan::Fail(Status::Conflict(
           "a committed object with other content is stored at this key; it is not replaced"));
     }

@@ -13,7 +13,9 @@ const char* const kJobColumns =
     "ckpt_sha256, ckpt_size, ckpt_committed_at, outputs, reason, created_at, updated_at, "
     "first_started_at, finished_at, "
     "(SELECT COALESCE(SUM(s.heartbeats * s.heartbeat_interval_s * s.usd_per_hour / 3600.0), 0) "
-    "FROM segments s WHERE s.job_id = jobs.id) AS cost_usd";
+    "FROM segments s WHERE s.job_id = jobs.id) AS cost_usd, "
+    "(SELECT COALESCE(SUM(seconds), 0) FROM sample_steps WHERE job_id = jobs.id) AS sampling_s, "
+    "(SELECT MAX(step) FROM sample_steps WHERE job_id = jobs.id) AS sample_step";
 
 Json TimeOrNull(const SqlValue& v) {
   if (v.is_null()) return nullptr;
@@ -76,6 +78,11 @@ Json JobJson(const Rows& rows, size_t i, int64_t now_ms) {
   j["outputs"] = outputs;
   j["reason"] = get("reason").is_null() ? Json(nullptr) : Json(get("reason").AsText());
   j["cost_usd"] = get("cost_usd").AsReal();
+  // Sampling is reported apart from training: wall seconds spent rendering committed samples,
+  // and the newest step that has them (null when none).
+  j["sampling_s"] = get("sampling_s").AsReal();
+  j["latest_sample_step"] =
+      get("sample_step").is_null() ? Json(nullptr) : Json(get("sample_step").AsInt());
   j["created_at"] = TimeOrNull(get("created_at"));
   j["updated_at"] = TimeOrNull(get("updated_at"));
   j["started_at"] = TimeOrNull(get("first_started_at"));

@@ -45,6 +45,13 @@ std::string CheckpointKey(const std::string& job, int64_t epoch, int64_t step) {
   return "jobs/" + job + "/ckpt/e" + std::to_string(epoch) + "/s" + buf;
 }
 
+std::string SampleKey(const std::string& job, int64_t epoch, int64_t step, int64_t index) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%010lld", (long long)step);
+  return "jobs/" + job + "/samples/e" + std::to_string(epoch) + "/s" + buf + "/" +
+         std::to_string(index) + ".png";
+}
+
 std::string OutputKey(const std::string& job, int64_t epoch, const std::string& name) {
   return "jobs/" + job + "/out/e" + std::to_string(epoch) + "/" + name;
 }

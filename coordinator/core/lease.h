@@ -38,8 +38,10 @@ Status ExplainLease(const Rows& job, const Ctx& ctx, int64_t epoch);
 bool ReadEpoch(FieldReader& r, int64_t* epoch);
 
 // Object keys. Checkpoints: jobs/<id>/ckpt/e<epoch>/s<step, 10 digits>;
-// outputs: jobs/<id>/out/e<epoch>/<name>.
+// outputs: jobs/<id>/out/e<epoch>/<name>; samples: jobs/<id>/samples/e<epoch>/s<step, 10
+// digits>/<index>.png.
 std::string CheckpointKey(const std::string& job, int64_t epoch, int64_t step);
+std::string SampleKey(const std::string& job, int64_t epoch, int64_t step, int64_t index);
 std::string OutputKey(const std::string& job, int64_t epoch, const std::string& name);
 
 }  // namespace gleaner::core

@@ -68,7 +68,7 @@ void AddSegmentQuery(Batch* b, int64_t from, int64_t to) {
   b->Add(
       "SELECT s.job_id, s.epoch, s.node_id, s.gpu_name, s.started_at, s.ended_at, "
       "s.end_reason, s.heartbeats, s.heartbeat_interval_s, s.usd_per_hour, s.step_start, "
-      "s.step_end, s.step_committed, j.created_at AS job_created_at, "
+      "s.step_end, s.step_committed, s.sampling_s, j.created_at AS job_created_at, "
       "(SELECT MAX(p.ended_at) FROM segments p WHERE p.job_id = s.job_id AND p.epoch < s.epoch) "
       "AS prev_end FROM segments s JOIN jobs j ON j.id = s.job_id "
       "WHERE s.started_at >= ? AND s.started_at < ? ORDER BY s.started_at, s.job_id, s.epoch",
@@ -98,6 +98,7 @@ std::vector<SegmentRow> ReadSegments(const Rows& rows) {
     f.step_start = get("step_start").AsInt();
     f.step_end = get("step_end").AsInt();
     f.step_committed = get("step_committed").AsInt();
+    f.sampling_s = get("sampling_s").AsReal();
     f.ended_unfinished = s.ended_at >= 0 && s.end_reason != "completed";
     out.push_back(std::move(s));
   }

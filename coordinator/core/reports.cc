@@ -34,6 +34,8 @@ Json GroupJson(const Group& g) {
           {"cost_per_step", OrNull(c.CostPerStep())},
           {"wasted_seconds", c.wasted_seconds},
           {"wasted_cost_usd", c.wasted_cost_usd},
+          {"sampling_seconds", c.sampling_seconds},
+          {"sampling_cost_usd", c.sampling_cost_usd},
           {"queue_wait_median_s", OrNull(Percentile(g.waits, 50))},
           {"queue_wait_p95_s", OrNull(Percentile(g.waits, 95))}};
 }
@@ -47,7 +49,8 @@ std::string CsvRow(const std::string& key, const Group& g) {
   return CsvField(key) + "," + std::to_string(c.segments) + "," + std::to_string(c.steps) + "," +
          Num(c.billable_seconds) + "," + Num(c.cost_usd) + "," + CsvCell(c.CostPerStep()) + "," +
          Num(c.wasted_seconds) + "," + Num(c.wasted_cost_usd) + "," +
-         CsvCell(Percentile(g.waits, 50)) + "," + CsvCell(Percentile(g.waits, 95)) + "\n";
+         CsvCell(Percentile(g.waits, 50)) + "," + CsvCell(Percentile(g.waits, 95)) + "," +
+         Num(c.sampling_seconds) + "," + Num(c.sampling_cost_usd) + "\n";
 }
 
 }  // namespace
@@ -83,7 +86,8 @@ Plan HandleCostReport(CtxPtr ctx) {
     if (csv) {
       std::string text =
           "group,segments,steps,billable_seconds,cost_usd,cost_per_step,"
-          "wasted_seconds,wasted_cost_usd,queue_wait_median_s,queue_wait_p95_s\n";
+          "wasted_seconds,wasted_cost_usd,queue_wait_median_s,queue_wait_p95_s,sampling_seconds,"
+          "sampling_cost_usd\n";
       for (const auto& [key, g] : groups) text += CsvRow(key, g);
       text += CsvRow("total", total);
       return RespondCsv(std::move(text));

@@ -31,6 +31,17 @@ Plan HandleHeartbeat(CtxPtr ctx);
 Plan HandleCheckpointUrl(CtxPtr ctx);
 Plan HandleCheckpointCommit(CtxPtr ctx);
 Plan HandleOutputUrl(CtxPtr ctx);
+// 200 {key, url: a PUT URL for key, method, max_size, expires_at}: where a node uploads an
+// object (checkpoints, outputs, samples).
+Plan RespondPutUrl(const Ctx& ctx, const std::string& key, int64_t max_size);
+// routes_samples.cc
+Plan HandleSampleUrl(CtxPtr ctx);
+Plan HandleSampleCommit(CtxPtr ctx);
+Plan HandleListSamples(CtxPtr ctx);
+// Sample steps (rows: step, seed, seconds, committed_at; step descending) with their images
+// (rows: step, idx, key, sha256, size, prompt, negative_prompt; step descending, idx) as JSON
+// with fresh GET URLs.
+Json SampleStepsJson(const Rows& steps, const Rows& images, const Ctx& ctx);
 // routes_finish.cc
 Plan HandleComplete(CtxPtr ctx);
 Plan HandleFail(CtxPtr ctx);

@@ -1,4 +1,5 @@
-// Developer/operator views of jobs: get, list (keyset pagination), cancel, events, result.
+// Developer/operator views of jobs: get, list (keyset pagination), cancel, events, result
+// (with the samples of the final weights).
 // A developer sees only jobs created with their key; another's job is 404 (existence is not
 // leaked). Operators see every job.
 #include "coordinator/core/blob_urls.h"
@@ -192,6 +193,16 @@ Plan HandleJobResult(CtxPtr ctx) {
   Batch b;
   b.Add("SELECT id, state, outputs FROM jobs WHERE id = ? AND " + OwnerSql(),
         Cat({ctx->args[0]}, OwnerParams(*ctx)));
+  // The samples of the final weights (the newest sample step), answered only to the owner.
+  const std::string last = "(SELECT MAX(step) FROM sample_steps WHERE job_id = ?)";
+  b.Add("SELECT step, seed, seconds, committed_at FROM sample_steps WHERE job_id = ? AND step = " +
+            last,
+        {ctx->args[0], ctx->args[0]});
+  b.Add(
+      "SELECT step, idx, key, sha256, size, prompt, negative_prompt FROM samples WHERE "
+      "job_id = ? AND step = " +
+          last + " ORDER BY idx",
+      {ctx->args[0], ctx->args[0]});
   return Plan::Run(std::move(b), [ctx](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     const Rows& rows = res.results[0];
@@ -214,7 +225,10 @@ Plan HandleJobResult(CtxPtr ctx) {
                            {"expires_at", FormatTime(get.expires_at_ms)}});
       }
     }
-    return RespondJson(200, {{"job_id", ctx->args[0]}, {"outputs", outputs}});
+    Json samples = SampleStepsJson(res.results[1], res.results[2], *ctx);
+    return RespondJson(200, {{"job_id", ctx->args[0]},
+                             {"outputs", outputs},
+                             {"samples", samples.empty() ? Json(nullptr) : samples[0]}});
   });
 }
 

@@ -20,6 +20,15 @@ Plan StaleCheckpoint(const std::string& message) {
 
 }  // namespace
 
+Plan RespondPutUrl(const Ctx& ctx, const std::string& key, int64_t max_size) {
+  MintedUrl put = PutUrl(*ctx.config, key, max_size, "", ctx.now());
+  return RespondJson(200, {{"key", key},
+                           {"url", put.url},
+                           {"method", "PUT"},
+                           {"max_size", max_size},
+                           {"expires_at", FormatTime(put.expires_at_ms)}});
+}
+
 // {epoch, step, loss?} -> {lease_expires_at, ttl_s, cancel}. Extends the lease to now +
 // stall_after and records the heartbeat on the lease's segment. The holder of a canceled lease
 // gets 200 {cancel: true}; anyone else 409.
@@ -108,12 +117,7 @@ Plan HandleCheckpointUrl(CtxPtr ctx) {
                              " is already committed");
     }
     std::string key = CheckpointKey(ctx->args[0], epoch, step);
-    MintedUrl put = PutUrl(*ctx->config, key, ctx->config->max_checkpoint_bytes, "", ctx->now());
-    return RespondJson(200, {{"key", key},
-                             {"url", put.url},
-                             {"method", "PUT"},
-                             {"max_size", ctx->config->max_checkpoint_bytes},
-                             {"expires_at", FormatTime(put.expires_at_ms)}});
+    return RespondPutUrl(*ctx, key, ctx->config->max_checkpoint_bytes);
   });
 }
 
@@ -244,12 +248,7 @@ Plan HandleOutputUrl(CtxPtr ctx) {
     Status st = ExplainLease(res.results[0], *ctx, epoch);
     if (!st.ok()) return Plan::Fail(st);
     std::string key = OutputKey(ctx->args[0], epoch, name);
-    MintedUrl put = PutUrl(*ctx->config, key, ctx->config->max_output_bytes, "", ctx->now());
-    return RespondJson(200, {{"key", key},
-                             {"url", put.url},
-                             {"method", "PUT"},
-                             {"max_size", ctx->config->max_output_bytes},
-                             {"expires_at", FormatTime(put.expires_at_ms)}});
+    return RespondPutUrl(*ctx, key, ctx->config->max_output_bytes);
   });
 }
 

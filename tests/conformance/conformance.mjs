@@ -406,6 +406,68 @@ test("complete: outputs uploaded, result URLs download the same bytes, later wri
   }
 });
 
+test("samples: upload + commit under the lease, first commit wins, owner-only listing with signed URLs", async () => {
+  const dev = developer();
+  try {
+    const node = await newNode();
+    const job = expectOk(await dev.submit(synthetic(10, {
+      params: { steps: 10, step_ms: 1, checkpoint_every: 5, seed: 1,
+                sample_prompts: ["a cat", { prompt: "a dog", negative_prompt: "blur" }], sample_every: 5 },
+    })), 201);
+    assert.equal(job.params.sample_prompts[0].negative_prompt, "");
+    assert.equal(job.params.sample_steps, 25);
+    expectError(await dev.submit(synthetic(10, { params: { steps: 10, sample_every: 5 } })), 400, "bad_request");
+    const { lease } = expectOk(await claim(node));
+    const epoch = lease.epoch;
+    const pngs = [randomBytes(700), randomBytes(900)];
+    const images = [];
+    for (let i = 0; i < 2; i++) {
+      const up = expectOk(await call("POST", `/v1/jobs/${job.id}/samples`, { token: node.token, body: { epoch, step: 5, index: i } }));
+      assert.match(up.key, new RegExp(`^jobs/${job.id}/samples/e${epoch}/s0000000005/${i}\\.png$`));
+      const put = await putBlob(up.url, pngs[i]);
+      assert.ok(put.status >= 200 && put.status < 300, `PUT ${put.status}: ${put.text}`);
+      images.push({ index: i, sha256: sha256(pngs[i]), size: pngs[i].length, prompt: i ? "a dog" : "a cat",
+                    negative_prompt: i ? "blur" : "" });
+    }
+    const commit = (imgs, t = node.token) => call("POST", `/v1/jobs/${job.id}/samples/5/commit`,
+      { token: t, body: { epoch, seed: 1, seconds: 1.5, images: imgs } });
+    const other = await newNode();
+    expectError(await commit(images, other.token), 409);
+    expectError(await commit([{ ...images[0], sha256: sha256(Buffer.from("not stored")) }]), 400);
+    assert.equal(expectOk(await commit(images)).committed, true);
+    assert.equal(expectOk(await commit(images)).committed, false);
+    // A committed image is never replaced by other bytes.
+    const again = expectOk(await call("POST", `/v1/jobs/${job.id}/samples`, { token: node.token, body: { epoch, step: 5, index: 0 } }));
+    expectError(await putBlob(again.url, randomBytes(700)), 409, "conflict");
+
+    const list = expectOk(await call("GET", `/v1/jobs/${job.id}/samples`, { token: await dev.token() }));
+    assert.equal(list.sampling_s, 1.5);
+    assert.equal(list.steps.length, 1);
+    assert.equal(list.steps[0].step, 5);
+    assert.deepEqual(list.steps[0].images.map((i) => [i.index, i.name, i.prompt, i.negative_prompt]),
+                     [[0, "samples/5/0.png", "a cat", ""], [1, "samples/5/1.png", "a dog", "blur"]]);
+    for (let i = 0; i < 2; i++) {
+      const dl = await fetch(list.steps[0].images[i].url);
+      assert.equal(dl.status, 200);
+      assert.equal(sha256(Buffer.from(await dl.arrayBuffer())), sha256(pngs[i]));
+    }
+    expectOk(await call("GET", `/v1/jobs/${job.id}/samples?limit=1`, { token: opToken }));
+    const stranger = developer();
+    try {
+      expectError(await call("GET", `/v1/jobs/${job.id}/samples`, { token: await stranger.token() }), 404);
+    } finally {
+      await stranger.cleanup();
+    }
+    expectError(await call("GET", `/v1/jobs/${job.id}/samples`, { token: node.token }), 403);
+    const got = expectOk(await call("GET", `/v1/jobs/${job.id}`, { token: await dev.token() }));
+    assert.equal(got.sampling_s, 1.5);
+    assert.equal(got.latest_sample_step, 5);
+    expectOk(await call("POST", `/v1/jobs/${job.id}/release`, { token: node.token, body: { epoch, reason: "done here" } }));
+  } finally {
+    await dev.cleanup();
+  }
+});
+
 test("fail: bans the node, the job fails for good after max_failures", async () => {
   const dev = developer();
   try {

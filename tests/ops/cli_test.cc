@@ -1,6 +1,11 @@
 // Black-box tests of the gleaner CLI against a real coordinator and a real agent.
-#include <catch2/catch.hpp>
+#include <signal.h>
+#include <unistd.h>
 
+#include <catch2/catch.hpp>
+#include <map>
+
+#include "agent/train/images/decode.h"
 #include "shared/sha256.h"
 #include "tests/integration/agent_fleet.h"
 
@@ -185,4 +190,109 @@ TEST_CASE("gleaner submit --wait exits 4 when the job fails", "[cli]") {
   CHECK(Json::parse(r.out, nullptr, false)["state"] == "failed");
   CHECK(r.err.find("gleaner: job ") != std::string::npos);
   CHECK(r.err.find(" failed") != std::string::npos);
+}
+
+namespace {
+
+Json SampleJob(int64_t sample_ms) {
+  return {{"steps", 24},
+          {"step_ms", 20},
+          {"checkpoint_every", 6},
+          {"seed", 5},
+          {"sample_ms", sample_ms},
+          {"sample_prompts",
+           Json::array({"a red fox", {{"prompt", "a blue jay"}, {"negative_prompt", "blurry"}}})},
+          {"sample_every", 8},
+          {"sample_resolution", 32}};
+}
+
+}  // namespace
+
+TEST_CASE(
+    "samples end to end: agent SIGTERMed while sampling, resumed; CLI downloads "
+    "byte-identical real PNGs",
+    "[cli][samples]") {
+  TempDir dir("gleaner-samples");
+  Fleet fleet(dir.path());
+  REQUIRE(fleet.ok());
+  const std::string op = fleet.coordinator().options().operator_token;
+  Cli cli(dir, fleet.coordinator().url());
+  const std::string interrupted = fleet.Submit(SampleJob(400));
+  REQUIRE(!interrupted.empty());
+  std::string error;
+  AgentProcess& agent = fleet.AddAgent("a");
+  REQUIRE(agent.Start(&error));
+  // Checkpoint 16 is durable: the trainer now renders step 16's images (2 x 400 ms).
+  const std::string rendering =
+      dir.path() + "/a/jobs/" + interrupted + "-e1/checkpoints/0000000016";
+  INFO(agent.Log());
+  REQUIRE(
+      WaitUntil([&] { return access(rendering.c_str(), F_OK) == 0; }, Millis(30000), Millis(5)));
+  agent.process().Signal(SIGTERM);
+  auto exit = agent.process().Wait(Millis(15000));
+  REQUIRE(exit.has_value());
+  CHECK(exit->clean());
+  // The checkpoint the sampling followed is committed; step 16 has no samples yet.
+  Json job = fleet.Job(interrupted);
+  INFO(job.dump());
+  CHECK(job["state"] == "pending");
+  CHECK(job["latest_checkpoint"]["step"] == 16);
+  CHECK(job["latest_sample_step"] == 8);
+
+  // Resumed (the same agent, started again): step 16's samples are rendered again.
+  REQUIRE(agent.Start(&error));
+  const std::string plain = fleet.Submit(SampleJob(0));
+  REQUIRE(!plain.empty());
+  REQUIRE(fleet.WaitAllFinal({interrupted, plain}, Millis(60000)));
+  CHECK(fleet.Job(interrupted)["state"] == "completed");
+  CHECK(fleet.Job(plain)["state"] == "completed");
+  CHECK(fleet.Job(interrupted)["sampling_s"].get<double>() > 0.8);  // 2 x 400 ms at least
+
+  std::map<std::string, std::string> first;
+  for (const std::string& id : {interrupted, plain}) {
+    const std::string out = dir.File("samples-" + id);
+    CliResult r = cli.Run(fleet.developer_token(), {"jobs", "samples", id, "--out", out});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(Lines(r.out) == 6);  // steps 8, 16, 24 x 2 prompts
+    for (int step : {8, 16, 24}) {
+      for (int i = 0; i < 2; ++i) {
+        const std::string name = std::to_string(step) + "/" + std::to_string(i) + ".png";
+        const std::string png = ReadFile(out + "/" + name);
+        auto img = images::DecodeImage(png);
+        INFO(name);
+        REQUIRE(img.ok());
+        CHECK(img->width == 32);
+        CHECK(img->height == 32);
+        if (first.count(name)) {
+          CHECK(png == first[name]);  // re-run and resumed: the same bytes
+        } else {
+          first[name] = png;
+        }
+      }
+    }
+    auto listing = ParseJson(ReadFile(out + "/samples.json"));
+    REQUIRE(listing.ok());
+    CHECK((*listing)["images"] == 6);
+    CHECK((*listing)["steps"][0]["step"] == 24);
+    CHECK((*listing)["steps"][0]["images"][1]["negative_prompt"] == "blurry");
+  }
+  // The final samples are part of the result; another developer sees nothing.
+  Json result = fleet.coordinator()
+                    .Client(fleet.developer_token())
+                    .Get("/v1/jobs/" + plain + "/result")
+                    .json();
+  CHECK(result["samples"]["step"] == 24);
+  CliResult key = cli.Run(op, {"keys", "create", "--role", "developer"});
+  REQUIRE(key.code == 0);
+  CliResult other = cli.Run(Line(key.out), {"jobs", "samples", plain, "--out", dir.File("x")});
+  CHECK(other.code == 2);
+  CHECK(other.err.find("no such job") != std::string::npos);
+  CHECK(cli.Run(op, {"jobs", "samples"}).code == 1);
+  // Sampling time in the cost report (operator).
+  CliResult cost = cli.Run(op, {"report", "--by", "job", "--json"});
+  REQUIRE(cost.code == 0);
+  auto report = ParseJson(cost.out);
+  REQUIRE(report.ok());
+  CHECK((*report)["totals"]["sampling_seconds"].get<double>() > 0);
 }

@@ -1,9 +1,12 @@
 // Drives the operator dashboard in headless Chromium (playwright-core, no bundled browsers):
 // sign-in, charts rendered with data, a CSV download, a job's timeline, quarantining a node from
-// the page (checked through the API), sign-out; writes a full-page screenshot.
-//   node dashboard.mjs --url URL --token OPERATOR_TOKEN --node NODE_ID --out FILE.png
+// the page (checked through the API), a job's samples gallery (every image loads and is
+// byte-for-byte the stored one), sign-out; writes a full-page screenshot.
+//   node dashboard.mjs --url URL --token OPERATOR_TOKEN --node NODE_ID --samples-job JOB_ID
+//                      --out FILE.png
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, readFileSync } from "node:fs";
+import { createHash } from "node:crypto";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -19,6 +22,7 @@ const arg = (name) => {
   return process.argv[i + 1];
 };
 const url = arg("url"), token = arg("token"), nodeId = arg("node"), out = arg("out");
+const samplesJob = arg("samples-job");
 const executablePath = process.env.GLEANER_CHROMIUM || "/usr/bin/chromium";
 
 async function api(path, opts = {}) {
@@ -97,6 +101,51 @@ try {
   await page.waitForFunction((n) => Number(document.getElementById("timeline").dataset.segments) === n,
                              busiest.attempts);
   step(`timeline of ${busiest.id}: ${busiest.attempts} segments`);
+
+  // The samples gallery beside the timeline: newest step first, prompts as captions, every
+  // image decoded by the browser and byte-for-byte the stored object.
+  const listing = await api(`/v1/jobs/${samplesJob}/samples`);
+  const expected = listing.steps.flatMap((s) => s.images.map((i) => ({ step: s.step, ...i })));
+  assert.deepEqual(listing.steps.map((s) => s.step), [30, 20, 10]);
+  await page.click(`#table-jobs tr[data-job="${samplesJob}"]`);
+  await page.waitForFunction((n) => Number(document.getElementById("samples").dataset.images) === n &&
+    [...document.querySelectorAll("#samples img")].every((i) => i.complete && i.naturalWidth > 0),
+  expected.length);
+  const shown = await page.evaluate(async () => {
+    const hex = (buf) => [...new Uint8Array(buf)].map((b) => b.toString(16).padStart(2, "0")).join("");
+    const out = [];
+    for (const f of document.querySelectorAll("#samples figure")) {
+      const img = f.querySelector("img");
+      const bytes = await (await fetch(img.currentSrc)).arrayBuffer();
+      out.push({ step: Number(f.dataset.step), index: Number(f.dataset.index), width: img.naturalWidth,
+                 height: img.naturalHeight, caption: f.querySelector("figcaption").textContent,
+                 sha256: hex(await crypto.subtle.digest("SHA-256", bytes)), size: bytes.byteLength });
+    }
+    return out;
+  });
+  assert.deepEqual(shown.map((s) => [s.step, s.index]), expected.map((e) => [e.step, e.index]));
+  for (const [k, s] of shown.entries()) {
+    const e = expected[k];
+    assert.equal(s.width, 32);
+    assert.equal(s.height, 32);
+    assert.equal(s.caption, e.prompt);
+    assert.equal(s.size, e.size);
+    assert.equal(s.sha256, e.sha256, `step ${e.step} image ${e.index} differs from the stored one`);
+    // And the stored object itself, fetched outside the browser.
+    const stored = Buffer.from(await (await fetch(new URL(e.url, url))).arrayBuffer());
+    assert.equal(createHash("sha256").update(stored).digest("hex"), s.sha256);
+  }
+  await page.click("#samples figure[data-step='20'][data-index='1'] img");
+  await page.waitForSelector("#sample-view[open]");
+  const big = await page.evaluate(() => {
+    const img = document.querySelector("#sample-view img");
+    return { w: img.getBoundingClientRect().width, caption: document.querySelector("#sample-view p").textContent };
+  });
+  assert.equal(big.caption, "a blue jay");
+  assert.ok(big.w > 200, `enlarged image is ${big.w}px wide`);
+  await page.click("#sample-view button");
+  await page.waitForSelector("#sample-view:not([open])", { state: "attached" });
+  step(`samples of ${samplesJob}: ${shown.length} images at steps 30/20/10, byte-identical, enlarged on click`);
 
   // CSV behind a chart.
   const [download] = await Promise.all([page.waitForEvent("download"),

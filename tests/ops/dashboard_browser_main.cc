@@ -1,9 +1,9 @@
 // ops:dashboard-browser — the dashboard in headless Chromium against a coordinator seeded by
 // real agents: jobs that complete, one that fails on every node, one interrupted by SIGTERM
-// (released and resumed). Then tests/ops/dashboard.mjs drives the page (playwright-core) and
-// the quarantine it makes is checked here through the API. Skipped (exit 77; a failure in CI) only
-// when Chromium or coordinator/dashboard/node_modules are missing. Screenshot:
-// <build>/artifacts/dashboard.png.
+// (released and resumed), one with samples (its gallery is checked byte for byte). Then
+// tests/ops/dashboard.mjs drives the page (playwright-core) and the quarantine it makes is checked
+// here through the API. Skipped (exit 77; a failure in CI) only when Chromium or
+// coordinator/dashboard/node_modules are missing. Screenshot: <build>/artifacts/dashboard.png.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -71,6 +71,16 @@ int main() {
     ids.push_back(fleet.Submit(params));
   }
   ids.push_back(fleet.Submit({{"steps", 30}, {"step_ms", 10}, {"fail_at_step", 12}}, 2));
+  // A job with samples at steps 10, 20 and 30 (two prompts each) for the gallery.
+  const std::string sampled =
+      fleet.Submit({{"steps", 30},
+                    {"step_ms", 10},
+                    {"checkpoint_every", 10},
+                    {"seed", 9},
+                    {"sample_prompts", Json::array({"a red fox", "a blue jay"})},
+                    {"sample_every", 10},
+                    {"sample_resolution", 32}});
+  ids.push_back(sampled);
   for (const std::string& id : ids) {
     if (id.empty()) return Fail("submit failed");
   }
@@ -106,6 +116,8 @@ int main() {
                fleet.coordinator().options().operator_token,
                "--node",
                a_id,
+               "--samples-job",
+               sampled,
                "--out",
                shot};
   spec.env = {{"GLEANER_CHROMIUM", chromium}};

@@ -7,9 +7,11 @@
 
 #include "agent/protocol/checkpoint_dir.h"
 #include "agent/protocol/progress.h"
+#include "agent/protocol/sample_set.h"
 #include "agent/protocol/trainer_protocol.h"
 #include "agent/train/common/run_args.h"
 #include "agent/train/common/signals.h"
+#include "agent/train/images/png_encode.h"
 #include "agent/train/kinds.h"
 #include "shared/native/files.h"
 
@@ -22,6 +24,10 @@ constexpr const char* kStateFile = "state.json";
 struct Params {
   int64_t steps = 0, step_ms = 0, checkpoint_every = 0, seed = 0;
   int64_t fail_at_step = -1, crash_at_step = -1;
+  int64_t sample_ms = 0;
+  bool samples = false;
+  SampleSet sample_set;  // the job's sample params, when samples
+  int64_t sample_every = 0;
 };
 
 Result<Params> ReadParams(const Json& j) {
@@ -33,7 +39,16 @@ Result<Params> ReadParams(const Json& j) {
   r.Int("seed", &p.seed, false, INT64_MIN, INT64_MAX);
   r.Int("fail_at_step", &p.fail_at_step, false, 0, 10000000);
   r.Int("crash_at_step", &p.crash_at_step, false, 0, 10000000);
+  r.Int("sample_ms", &p.sample_ms, false, 0, 600000);
+  r.Int("sample_every", &p.sample_every, false, 0, 10000000);
   if (!r.ok()) return r.status();
+  Result<SampleSet> set = SampleSetFromParams(j);
+  if (set.ok()) {
+    p.samples = true;
+    p.sample_set = *set;
+  } else if (set.status().code() != Code::kNotFound) {
+    return set.status();
+  }
   // Test hook: a node whose trainers fail (a "bad GPU"), so tests can watch a job move on.
   const char* env = std::getenv("GLEANER_SYNTHETIC_FAIL_AT_STEP");
   if (env != nullptr && *env != '\0') p.fail_at_step = std::atoll(env);
@@ -76,6 +91,59 @@ Status WriteCheckpoint(const RunArgs& args, const Params& p, const State& st) {
   GLEANER_RETURN_IF_ERROR(w->AddFile(kStateFile, DumpJson(state)));
   GLEANER_RETURN_IF_ERROR(w->Commit(kKind, SpecJobId(args), st.step));
   EmitCheckpoint(st.step, dir);
+  return Status::Ok();
+}
+
+double NowS() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+void SleepMs(int64_t ms);
+
+// Image i of step st.step: a pattern drawn from SHA-256 of the chain state, the sample seed,
+// the index and the prompts, so it changes with every input and never with the run.
+images::Image RenderSample(const State& st, const SampleSet& set, int i) {
+  Sha256 h;
+  std::string head = HexEncode(st.s) + "|" + std::to_string(set.seed) + "|" + std::to_string(i) +
+                     "|" + set.prompts[size_t(i)].prompt + "|" +
+                     set.prompts[size_t(i)].negative_prompt;
+  h.Update(head.data(), head.size());
+  const Digest d = h.Finish();
+  const int n = int(set.resolution);
+  images::Image img(n, n);
+  for (int y = 0; y < n; ++y) {
+    for (int x = 0; x < n; ++x) {
+      uint8_t* px = img.pixel(x, y);
+      const int cell = ((x * 8 / n) + (y * 8 / n) * 8) % 32;
+      px[0] = uint8_t(d[0] + x * (d[1] | 1) / n * 32 + d[size_t(cell)] / 4);
+      px[1] = uint8_t(d[2] + y * (d[3] | 1) / n * 32);
+      px[2] = uint8_t(d[4] + (x + y) * (d[5] | 1) / n * 16);
+    }
+  }
+  return img;
+}
+
+// Renders, writes and announces the samples of st.step. *stopped when a stop was requested
+// meanwhile: the set is abandoned (never published).
+Status WriteSamples(const RunArgs& args, const Params& p, const State& st, bool* stopped) {
+  const double start = NowS();
+  SampleSet set = p.sample_set;
+  set.step = st.step;
+  std::vector<std::string> pngs;
+  for (int i = 0; i < int(set.prompts.size()); ++i) {
+    if ((*stopped = StopRequested())) return Status::Ok();
+    SleepMs(p.sample_ms);
+    Result<std::string> png = images::EncodePng(RenderSample(st, set, i));
+    if (!png.ok()) return png.status();
+    pngs.push_back(std::move(png).value());
+  }
+  if ((*stopped = StopRequested())) return Status::Ok();
+  set.seconds = NowS() - start;
+  std::string dir = SampleDirFor(args.work_dir, st.step);
+  GLEANER_RETURN_IF_ERROR(WriteSampleSet(dir, kKind, SpecJobId(args), set, pngs));
+  EmitSamples(st.step, dir, set.seconds);
   return Status::Ok();
 }
 
@@ -126,7 +194,18 @@ int RunSynthetic(const RunArgs& args) {
                  static_cast<long long>(st.step));
   }
   int64_t last_ckpt = st.step;
-  while (st.step < p.steps) {
+  // Samples due at the step we resumed from were perhaps never finished: render them again.
+  bool sampled =
+      !(p.samples && !args.resume_dir.empty() && SampleDue(st.step, p.steps, p.sample_every));
+  while (st.step < p.steps || !sampled) {
+    if (!sampled) {  // the checkpoint of st.step is durable: now its samples
+      bool stopped = false;
+      Status s = WriteSamples(args, p, st, &stopped);
+      if (!s.ok()) return Fail("samples: " + s.message());
+      if (stopped) break;
+      sampled = true;
+      continue;
+    }
     if (StopRequested()) break;
     int64_t k = st.step + 1;
     if (k == p.crash_at_step) {
@@ -140,13 +219,14 @@ int RunSynthetic(const RunArgs& args) {
     st.s = SyntheticNextState(st.s, k);
     st.step = k;
     EmitStep(k, p.steps, 1.0 / double(k), true, p.step_ms > 0 ? 1000.0 / double(p.step_ms) : 0);
-    if (p.checkpoint_every > 0 && k % p.checkpoint_every == 0 && k < p.steps) {
+    sampled = !(p.samples && SampleDue(k, p.steps, p.sample_every));
+    if ((p.checkpoint_every > 0 && k % p.checkpoint_every == 0 && k < p.steps) || !sampled) {
       Status s = WriteCheckpoint(args, p, st);
       if (!s.ok()) return Fail("checkpoint: " + s.message());
       last_ckpt = k;
     }
   }
-  if (st.step < p.steps) {  // stop requested
+  if (st.step < p.steps || !sampled) {  // stop requested
     if (last_ckpt != st.step || !args.resume_dir.empty() || st.step == 0) {
       Status s = WriteCheckpoint(args, p, st);
       if (!s.ok()) return Fail("checkpoint: " + s.message());

@@ -3,6 +3,10 @@
 // Checkpoint: state.json {"seed", "step", "state": hex s_k}. Output: chain.txt = hex(s_steps)+"\n".
 // Params: steps (required), step_ms (0), checkpoint_every (0 = only when stopped), seed (0),
 // fail_at_step / crash_at_step (tests: exit kExitFailed / abort() when about to train that step).
+// Samples (job_params.h sample_*): at each due step (sample_set.h) a checkpoint is written
+// first (also at the last step), then one deterministic PNG per prompt, sample_resolution
+// square, drawn from SHA-256(hex s_k | sample_seed | i | prompt | negative prompt); sample_ms
+// (a test hook) is slept before each image so tests can stop a trainer while it samples.
 // Test hook: the environment variable GLEANER_SYNTHETIC_FAIL_AT_STEP overrides fail_at_step
 // (a node whose trainers always fail). RunSynthetic itself is declared in agent/train/kinds.h.
 #pragma once

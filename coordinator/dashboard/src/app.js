@@ -306,13 +306,56 @@ function drawTimeline() {
   $("timeline-legend").replaceChildren(...legend);
 }
 
+// ---- samples gallery ------------------------------------------------------------------------
+// The selected job's samples by step, newest first, prompts as captions; a click enlarges one.
+// Images are redrawn only when the set of (step, index, sha256) changes: the signed URLs are
+// fresh on every poll, and reloading unchanged images would flicker.
+function drawSamples() {
+  const list = state.data.samples;
+  const box = $("samples");
+  if (!list) { box.replaceChildren(); box.dataset.images = "0"; $("samples-info").textContent = ""; return; }
+  const steps = list.steps || [];
+  const images = steps.reduce((n, s) => n + s.images.length, 0);
+  $("samples-info").textContent = images
+    ? `${images} images at ${steps.length} steps, ${num(list.sampling_s, 1)} s sampling`
+    : "(none)";
+  const key = list.job_id + ":" + steps.map((s) => s.step + "/" + s.images.map((i) => i.sha256).join(",")).join(";");
+  if (box.dataset.key === key) return;
+  box.dataset.key = key;
+  box.replaceChildren(...steps.map((s) => el("div", { class: "sample-step", "data-step": s.step },
+    el("h3", {}, `step ${s.step}`, el("span", { class: "muted" }, ` · seed ${s.seed} · ${num(s.seconds, 2)} s`)),
+    el("div", { class: "sample-row" }, ...s.images.map((i) => {
+      const caption = i.prompt + (i.negative_prompt ? ` (not: ${i.negative_prompt})` : "");
+      return el("figure", { "data-sha256": i.sha256, "data-step": s.step, "data-index": i.index },
+        el("img", { src: i.url, alt: i.prompt, title: caption,
+                    onclick: () => enlargeSample(i.url, caption) }),
+        el("figcaption", {}, caption));
+    })))));
+  box.dataset.images = String(images);
+}
+
+function enlargeSample(url, caption) {
+  const d = $("sample-view");
+  d.querySelector("img").src = url;
+  d.querySelector("p").textContent = caption;
+  d.showModal();
+}
+
+async function loadJob(id) {
+  const job = encodeURIComponent(id);
+  const [events, samples] = await Promise.all([api(`/v1/jobs/${job}/events`),
+                                               api(`/v1/jobs/${job}/samples?limit=20`)]);
+  Object.assign(state.data, { events, samples });
+}
+
 async function selectJob(id) {
   state.selectedJob = id;
   try {
-    state.data.events = await api(`/v1/jobs/${encodeURIComponent(id)}/events`);
+    await loadJob(id);
   } catch (e) { return showError(e); }
   drawJobs();
   drawTimeline();
+  drawSamples();
 }
 
 // ---- CSV buttons ----------------------------------------------------------------------------
@@ -347,9 +390,7 @@ async function refresh() {
       api("/v1/reports/cost?group_by=gpu"), api("/v1/reports/cost?group_by=job"),
       api("/v1/jobs?limit=100"), api("/v1/nodes")]);
     Object.assign(state.data, { queue, autoscaler, histogram, byGpu, byJob, jobs, nodes });
-    if (state.selectedJob) {
-      state.data.events = await api(`/v1/jobs/${encodeURIComponent(state.selectedJob)}/events`);
-    }
+    if (state.selectedJob) await loadJob(state.selectedJob);
     $("error").textContent = "";
   } catch (e) { return showError(e); }
   drawSummary();
@@ -360,6 +401,7 @@ async function refresh() {
   drawJobs();
   drawFleet();
   drawTimeline();
+  drawSamples();
   $("updated").textContent = "updated " + new Date().toLocaleTimeString();
   document.body.dataset.refreshes = String(Number(document.body.dataset.refreshes || 0) + 1);
 }
@@ -399,6 +441,9 @@ $("signin-form").addEventListener("submit", (e) => {
   if (t) signIn(t);
 });
 $("signout").addEventListener("click", () => signOut());
+$("sample-view").addEventListener("click", (e) => {
+  if (e.target.tagName !== "IMG") $("sample-view").close();
+});
 for (const a of document.querySelectorAll("a.csv")) {
   a.addEventListener("click", async (e) => {
     e.preventDefault();

@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "agent/protocol/sample_set.h"
+#include "shared/job_params.h"
 #include "shared/native/files.h"
 #include "test_util.h"
 
@@ -77,4 +79,66 @@ TEST_CASE("a stale temp directory from a crash is replaced, and a step can be re
   }
   CHECK_FALSE(files::Exists(dir + "/junk"));
   CHECK(*files::ReadAll(dir + "/s") == "1");
+}
+
+TEST_CASE("sample sets: written like checkpoints, verified strictly, the event round-trips",
+          "[ckpt][samples]") {
+  TempDir t;
+  auto params = NormalizeParams(
+      "synthetic",
+      {{"steps", 30},
+       {"seed", 4},
+       {"sample_prompts", Json::array({"a", {{"prompt", "b"}, {"negative_prompt", "c"}}})}});
+  REQUIRE(params.ok());
+  auto set = train::SampleSetFromParams(*params);
+  REQUIRE(set.ok());
+  CHECK(set->seed == 4);  // sample_seed defaults to the job's seed
+  CHECK(set->prompts[1].negative_prompt == "c");
+  CHECK(train::SampleSetFromParams(Json{{"steps", 30}}).status().code() == Code::kNotFound);
+  CHECK(train::SampleDue(30, 30, 100));  // the last step, always
+  CHECK(train::SampleDue(20, 30, 10));
+  CHECK_FALSE(train::SampleDue(25, 30, 10));
+  CHECK_FALSE(train::SampleDue(0, 30, 10));
+
+  set->step = 10;
+  set->seconds = 0.5;
+  const std::string dir = train::SampleDirFor(t.path(), 10);
+  CHECK(dir == t.path() + "/samples/0000000010");
+  CHECK(!train::WriteSampleSet(dir, "synthetic", "j", *set, {"only one"}).ok());
+  REQUIRE(train::WriteSampleSet(dir, "synthetic", "j", *set, {"png0", "png1"}).ok());
+  CHECK_FALSE(files::Exists(dir + ".tmp"));
+  auto back = train::VerifySampleDir(dir);
+  REQUIRE(back.ok());
+  CHECK(back->step == 10);
+  CHECK(back->seconds == 0.5);
+  CHECK(back->prompts.size() == 2);
+  // A changed image fails verification.
+  REQUIRE(files::WriteDurable(dir + "/1.png", "png!").ok());
+  CHECK(train::VerifySampleDir(dir).status().code() == Code::kCorruption);
+
+  for (const char* bad :
+       {R"({"format":"gleaner-samples","version":2,"step":1,"seed":0,"seconds":0,"resolution":8,)"
+        R"("sample_steps":1,"guidance_scale":1,"prompts":[{"prompt":"a"}]})",
+        R"({"format":"gleaner-samples","version":1,"step":1,"seed":0,"seconds":-1,"resolution":8,)"
+        R"("sample_steps":1,"guidance_scale":1,"prompts":[{"prompt":"a"}]})",
+        R"({"format":"gleaner-samples","version":1,"step":1,"seed":0,"seconds":0,"resolution":8,)"
+        R"("sample_steps":1,"guidance_scale":1,"prompts":[]})",
+        "[]", "not json"}) {
+    INFO(bad);
+    CHECK(train::ParseSampleSet(bad).status().code() == Code::kCorruption);
+  }
+
+  ProgressEvent e;
+  e.type = ProgressEvent::Type::kSamples;
+  e.step = 10;
+  e.dir = dir;
+  e.seconds = 1.25;
+  auto parsed = ParseProgressEvent(FormatProgressEvent(e));
+  REQUIRE(parsed.ok());
+  CHECK(parsed->type == ProgressEvent::Type::kSamples);
+  CHECK(parsed->dir == dir);
+  CHECK(parsed->seconds == 1.25);
+  CHECK(!ParseProgressEvent("gleaner samples step=1").ok());  // no dir
+  CHECK(!ParseProgressEvent("gleaner samples step=1 dir=x seconds=-1").ok());
+  CHECK(!ParseProgressEvent("gleaner samples step=1 dir=x seconds=nan").ok());
 }

@@ -7,11 +7,15 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 
 #include "agent/protocol/checkpoint_dir.h"
+#include "agent/protocol/sample_set.h"
 #include "agent/protocol/trainer_protocol.h"
 #include "agent/supervisor/child_process.h"
+#include "agent/train/images/decode.h"
+#include "shared/job_params.h"
 #include "shared/native/files.h"
 #include "test_util.h"
 
@@ -182,4 +186,124 @@ TEST_CASE("bad specs and bad resume checkpoints are clear failures", "[synthetic
   int st = 0;
   REQUIRE((*child)->WaitFor(10000, &st));
   CHECK(WEXITSTATUS(st) == kExitUsage);
+}
+
+namespace {
+
+Json SampleParams(int64_t sample_ms = 0) {
+  auto p = NormalizeParams("synthetic", {{"steps", 20},
+                                         {"checkpoint_every", 5},
+                                         {"seed", 7},
+                                         {"sample_ms", sample_ms},
+                                         {"sample_prompts", Json::array({"a cat", "a dog"})},
+                                         {"sample_every", 8},
+                                         {"sample_resolution", 24}});
+  REQUIRE(p.ok());
+  return *p;
+}
+
+// step -> the bytes of each image, for every published sample directory of a run.
+std::map<int64_t, std::vector<std::string>> Samples(const TempDir& t) {
+  std::map<int64_t, std::vector<std::string>> out;
+  for (int64_t step : {8, 16, 20}) {
+    std::string dir = train::SampleDirFor(t / "work", step);
+    auto set = train::VerifySampleDir(dir);
+    if (!set.ok()) continue;
+    for (int i = 0; i < int(set->prompts.size()); ++i) {
+      auto png = files::ReadAll(files::Join(dir, train::SampleImageName(i)));
+      REQUIRE(png.ok());
+      out[step].push_back(*png);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("samples: at every sample_every-th step and the last, after a checkpoint, real PNGs",
+          "[synthetic][samples]") {
+  TempDir t;
+  TrainRun r = Train(t, SampleParams());
+  INFO(r.stderr_text);
+  REQUIRE(ExitCode(r) == kExitDone);
+  std::vector<int64_t> sampled, checkpoints;
+  for (const auto& e : r.events) {
+    if (e.type == ProgressEvent::Type::kCheckpoint) checkpoints.push_back(e.step);
+    if (e.type == ProgressEvent::Type::kSamples) {
+      // The checkpoint of that step is already durable.
+      CHECK(train::VerifyCheckpointDir(train::CheckpointDirFor(t / "work", e.step)).ok());
+      CHECK(e.seconds >= 0);
+      sampled.push_back(e.step);
+    }
+  }
+  CHECK(sampled == std::vector<int64_t>{8, 16, 20});
+  CHECK(checkpoints == std::vector<int64_t>{5, 8, 10, 15, 16, 20});
+  auto set = train::VerifySampleDir(train::SampleDirFor(t / "work", 16));
+  REQUIRE(set.ok());
+  CHECK(set->step == 16);
+  CHECK(set->seed == 7);
+  CHECK(set->resolution == 24);
+  REQUIRE(set->prompts.size() == 2);
+  CHECK(set->prompts[1].prompt == "a dog");
+  auto s = Samples(t);
+  REQUIRE(s.size() == 3);
+  for (const auto& [step, pngs] : s) {
+    for (const std::string& png : pngs) {
+      auto img = images::DecodeImage(png);
+      REQUIRE(img.ok());
+      CHECK(img->width == 24);
+      CHECK(img->height == 24);
+    }
+    CHECK(pngs[0] != pngs[1]);  // the prompt matters
+  }
+  CHECK(s[8][0] != s[16][0]);  // the weights (chain state) matter
+  CHECK(Chain(t) == train::SyntheticChainHex(7, 20) + "\n");
+}
+
+TEST_CASE("samples: byte-identical when re-run, and when resumed from any checkpoint",
+          "[synthetic][samples]") {
+  TempDir a;
+  REQUIRE(ExitCode(Train(a, SampleParams())) == kExitDone);
+  const auto reference = Samples(a);
+  REQUIRE(reference.size() == 3);
+  TempDir again;
+  REQUIRE(ExitCode(Train(again, SampleParams())) == kExitDone);
+  CHECK(Samples(again) == reference);
+  for (int64_t from : {5, 8, 16}) {
+    INFO("resume from " << from);
+    TempDir t;
+    std::string resume = train::CheckpointDirFor(a / "work", from);
+    TrainRun r = Train(t, SampleParams(), resume);
+    INFO(r.stderr_text);
+    REQUIRE(ExitCode(r) == kExitDone);
+    auto got = Samples(t);
+    for (const auto& [step, pngs] : got) CHECK(pngs == reference.at(step));
+    // A resume from a sampling step renders that step again; earlier steps are not.
+    CHECK(got.count(8) == (from <= 8 ? 1u : 0u));
+    CHECK(got.count(16) == 1u);
+  }
+}
+
+TEST_CASE("samples: SIGTERM while sampling keeps the checkpoint, publishes no partial set",
+          "[synthetic][samples]") {
+  TempDir t;
+  // 300 ms per image: the signal lands while step 8's images are being rendered.
+  TrainRun r = Train(t, SampleParams(300), "", [](const ProgressEvent& e) {
+    return e.type == ProgressEvent::Type::kCheckpoint && e.step == 8;
+  });
+  INFO(r.stderr_text);
+  REQUIRE(ExitCode(r) == kExitInterrupted);
+  for (const auto& e : r.events) CHECK(e.type != ProgressEvent::Type::kSamples);
+  auto ckpt = train::VerifyCheckpointDir(train::CheckpointDirFor(t / "work", 8));
+  REQUIRE(ckpt.ok());
+  CHECK(train::LatestCheckpointDir(t / "work") == train::CheckpointDirFor(t / "work", 8));
+  CHECK_FALSE(files::Exists(train::SampleDirFor(t / "work", 8)));
+  // Resumed from that checkpoint, the trainer renders step 8's samples first.
+  TempDir ref;
+  REQUIRE(ExitCode(Train(ref, SampleParams())) == kExitDone);
+  TempDir resumed;
+  TrainRun rr = Train(resumed, SampleParams(), train::CheckpointDirFor(t / "work", 8));
+  INFO(rr.stderr_text);
+  REQUIRE(ExitCode(rr) == kExitDone);
+  CHECK(Samples(resumed) == Samples(ref));
 }

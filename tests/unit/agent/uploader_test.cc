@@ -1,14 +1,19 @@
 // The background checkpoint uploader against a fake coordinator that fails on purpose.
 #include "agent/supervisor/uploader.h"
 
+#include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "agent/protocol/checkpoint_dir.h"
+#include "agent/protocol/sample_set.h"
 #include "agent/supervisor/archive.h"
 #include "fake_http.h"
 #include "shared/native/files.h"
+#include "shared/sha256.h"
 #include "test_util.h"
 
 using namespace gleaner;
@@ -35,9 +40,20 @@ struct FakeCoordinator {
   int commit_status = 200;
   std::map<std::string, std::string> stored;  // url -> bytes
   std::vector<int64_t> committed;
+  std::vector<Json> sample_commits;  // bodies of samples/{step}/commit, with the url
 
   Result<net::HttpResponse> Handle(const net::HttpCall& c) {
     std::lock_guard<std::mutex> lock(mu);
+    if (c.method == "POST" && c.url.find("/samples") != std::string::npos) {
+      auto j = ParseJson(c.body);
+      if (c.url.find("/commit") != std::string::npos) {
+        sample_commits.push_back({{"url", c.url}, {"body", *j}});
+        return Reply(200, R"({"committed":true})");
+      }
+      return Reply(200, DumpJson(Json{{"key", "k"},
+                                      {"url", "http://store/s" + DumpJson((*j)["step"]) + "-" +
+                                                  DumpJson((*j)["index"])}}));
+    }
     if (c.method == "POST" && c.url.find("/commit") != std::string::npos) {
       if (commit_status != 200) return Reply(commit_status, R"({"error":{"code":"conflict"}})");
       auto j = ParseJson(c.body);
@@ -118,4 +134,73 @@ TEST_CASE("a 409 on commit means the lease is gone: the queue is dropped", "[upl
   REQUIRE(cur.ok());
   REQUIRE(cur->has_value());
   CHECK((*cur)->pending.size() == 1);
+}
+
+TEST_CASE("sample sets go up after their checkpoint; DropCheckpoints keeps them",
+          "[uploader][samples]") {
+  TempDir t;
+  FakeCoordinator fc;
+  fc.put_failures = 1;
+  FakeHttp http([&](const net::HttpCall& c) { return fc.Handle(c); });
+  CoordinatorApi api(&http, "http://coord");
+  StateDir state(t / "state");
+  REQUIRE(state.Init().ok());
+  std::string work = t / "work";
+  train::SampleSet set;
+  set.step = 10;
+  set.seed = 3;
+  set.seconds = 0.75;
+  set.resolution = 8;
+  set.sample_steps = 25;
+  set.guidance_scale = 7.5;
+  set.prompts = {{"a cat", ""}, {"a dog", "blur"}};
+  const std::string dir = train::SampleDirFor(work, 10);
+  REQUIRE(train::WriteSampleSet(dir, "synthetic", "j", set, {"png-0", "png-1"}).ok());
+  {
+    CheckpointUploader up(&api, &state, "j", 1, work, 3);
+    up.Enqueue(10, MakeCheckpoint(work, 10));
+    up.EnqueueSamples(10, dir);
+    REQUIRE(up.Drain(30));
+  }
+  CHECK(fc.committed == std::vector<int64_t>{10});
+  REQUIRE(fc.sample_commits.size() == 1);
+  const Json& c = fc.sample_commits[0];
+  CHECK(c["url"] == "http://coord/v1/jobs/j/samples/10/commit");
+  CHECK(c["body"]["epoch"] == 1);
+  CHECK(c["body"]["seed"] == 3);
+  CHECK(c["body"]["seconds"] == 0.75);
+  REQUIRE(c["body"]["images"].size() == 2);
+  CHECK(c["body"]["images"][1]["negative_prompt"] == "blur");
+  CHECK(c["body"]["images"][1]["sha256"] == HexEncode(Sha256Of("png-1")));
+  CHECK(fc.stored["http://store/s10-1"] == "png-1");
+  CHECK_FALSE(files::Exists(dir));  // removed once committed
+
+  // DropCheckpoints while the worker is busy with checkpoint 20: checkpoint 30 behind it is
+  // dropped, the sample set behind that is still uploaded.
+  FakeCoordinator fc2;
+  std::atomic<bool> in_put{false}, release{false};
+  FakeHttp http2([&](const net::HttpCall& c2) {
+    if (c2.method == "PUT" && !release) {
+      in_put = true;
+      while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return fc2.Handle(c2);
+  });
+  CoordinatorApi api2(&http2, "http://coord");
+  REQUIRE(train::WriteSampleSet(dir, "synthetic", "j", set, {"png-0", "png-1"}).ok());
+  {
+    CheckpointUploader up(&api2, &state, "j", 1, work, 3);
+    up.Enqueue(20, MakeCheckpoint(work, 20));
+    up.Enqueue(30, MakeCheckpoint(work, 30));
+    up.EnqueueSamples(10, dir);
+    for (int i = 0; i < 10000 && !in_put; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    REQUIRE(in_put);
+    up.DropCheckpoints();
+    release = true;
+    REQUIRE(up.Drain(30));
+  }
+  CHECK(fc2.committed == std::vector<int64_t>{20});
+  CHECK(fc2.sample_commits.size() == 1);
 }

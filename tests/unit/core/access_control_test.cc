@@ -21,12 +21,13 @@ const char* const kCallerNames[] = {"operator",    "developer-owner", "developer
                                     "node-holder", "node-other",      "enroll"};
 
 // A world with one job owned by dev, held (epoch 1) by node, with checkpoint step 10 uploaded
-// (but not committed) and output chain.txt uploaded; dev_other and node_other own nothing.
+// (but not committed), output chain.txt and sample 0 of step 10 uploaded; dev_other and node_other
+// own nothing.
 struct World {
   TestEnv env;
   std::string tokens[kCallers];
-  std::string job, node_id, other_node_id, ckpt_sha, out_sha;
-  int64_t ckpt_size = 0, out_size = 0;
+  std::string job, node_id, other_node_id, ckpt_sha, out_sha, sample_sha;
+  int64_t ckpt_size = 0, out_size = 0, sample_size = 0;
 
   World() {
     tokens[kOp] = env.operator_token;
@@ -55,6 +56,13 @@ struct World {
     env.StoreBlob(out.json["key"].get<std::string>(), bytes);
     out_sha = Sha256Hex(bytes);
     out_size = int64_t(bytes.size());
+    Resp sample = env.Post("/v1/jobs/" + job + "/samples", holder.token,
+                           {{"epoch", 1}, {"step", 10}, {"index", 0}});
+    REQUIRE(sample.status == 200);
+    std::string png = "sample bytes";
+    env.StoreBlob(sample.json["key"].get<std::string>(), png);
+    sample_sha = Sha256Hex(png);
+    sample_size = int64_t(png.size());
   }
 
   void Revoke(Caller c) {
@@ -96,12 +104,15 @@ const Cell kTable[] = {
     {"POST", "/v1/jobs/{job}/cancel", {200, 200, 404, 403, 403, 403}},
     {"GET", "/v1/jobs/{job}/events", {200, 200, 404, 403, 403, 403}},
     {"GET", "/v1/jobs/{job}/result", {409, 409, 404, 403, 403, 403}},
+    {"GET", "/v1/jobs/{job}/samples", {200, 200, 404, 403, 403, 403}},
     {"POST", "/v1/work", {403, 403, 403, 204, 204, 403}},
     {"POST", "/v1/jobs/{job}/downloads", {403, 403, 403, 200, 409, 403}},
     {"POST", "/v1/jobs/{job}/heartbeat", {403, 403, 403, 200, 409, 403}},
     {"POST", "/v1/jobs/{job}/checkpoints", {403, 403, 403, 200, 409, 403}},
     {"POST", "/v1/jobs/{job}/checkpoints/10/commit", {403, 403, 403, 200, 409, 403}},
     {"POST", "/v1/jobs/{job}/outputs", {403, 403, 403, 200, 409, 403}},
+    {"POST", "/v1/jobs/{job}/samples", {403, 403, 403, 200, 409, 403}},
+    {"POST", "/v1/jobs/{job}/samples/10/commit", {403, 403, 403, 200, 409, 403}},
     {"POST", "/v1/jobs/{job}/complete", {403, 403, 403, 200, 409, 403}},
     {"POST", "/v1/jobs/{job}/fail", {403, 403, 403, 200, 409, 403}},
     {"POST", "/v1/jobs/{job}/release", {403, 403, 403, 200, 409, 403}},
@@ -140,6 +151,16 @@ Json BodyFor(const World& w, const std::string& pattern, Caller c) {
     return {{"epoch", 1}, {"sha256", w.ckpt_sha}, {"size", w.ckpt_size}};
   }
   if (pattern == "/v1/jobs/{job}/outputs") return {{"epoch", 1}, {"name", "log.txt"}};
+  if (pattern == "/v1/jobs/{job}/samples") return {{"epoch", 1}, {"step", 10}, {"index", 0}};
+  if (pattern == "/v1/jobs/{job}/samples/10/commit") {
+    return {{"epoch", 1},
+            {"seed", 0},
+            {"seconds", 1.5},
+            {"images", Json::array({{{"index", 0},
+                                     {"sha256", w.sample_sha},
+                                     {"size", w.sample_size},
+                                     {"prompt", "a cat"}}})}};
+  }
   if (pattern == "/v1/jobs/{job}/complete") {
     return {{"epoch", 1},
             {"outputs",
