@@ -381,11 +381,9 @@ Result<ServeOptions> ParseServeOptions(const std::vector<std::string>& args, con
   if (const char* v = env("AWS_SECRET_ACCESS_KEY")) o.core.s3.secret_access_key = v;
 
   if (const char* v = env("SALAD_API_KEY")) o.pool.salad.api_key = v;
-  if (const char* v = env("GLEANER_POOL_ENROLL_TOKEN")) {
-    o.pool.local.enroll_token = v;
-  } else if (const char* t = env("GLEANER_OPERATOR_TOKEN")) {
-    o.pool.local.enroll_token = t;
-  }
+  // Without it, the local pool's agents get an enroll key of their own (main.cc), never the
+  // operator token.
+  if (const char* v = env("GLEANER_POOL_ENROLL_TOKEN")) o.pool.local.enroll_token = v;
   GLEANER_RETURN_IF_ERROR(o.pool.Validate());
   if (!seen.count("stall-after")) o.core.stall_after_s = 2 * o.core.heartbeat_interval_s;
   if (o.db.empty()) return Status::Invalid("--db is required (or GLEANER_DB)");
