@@ -162,6 +162,13 @@ const std::vector<Spec>& Specs() {
       {"io-timeout", Kind::kSeconds,
        "a socket read or write that makes no progress this long fails, seconds (30)",
        SECS(io_timeout_s)},
+      {"blob-min-rate", Kind::kInt,
+       "blob transfers slower than this many bytes per second on average, after the grace, "
+       "are ended (16384)",
+       INT(blob_min_rate, int64_t)},
+      {"blob-rate-grace", Kind::kSeconds,
+       "seconds a blob transfer may take before its average rate is checked (10)",
+       SECS(blob_rate_grace_s)},
       {"log-level", Kind::kString, "debug, info, warn or error (info)", STR(log_level)},
       {"tls-cert", Kind::kString,
        "PEM certificate (then intermediates): serve HTTPS; re-read on SIGHUP", STR(tls_cert)},
@@ -400,6 +407,9 @@ Result<ServeOptions> ParseServeOptions(const std::vector<std::string>& args, con
   }
   if (o.header_timeout_s < 0.1 || o.header_timeout_s > 3600) {
     return Status::Invalid("--header-timeout must be in [0.1, 3600] seconds");
+  }
+  if (o.blob_min_rate < 1 || !(o.blob_rate_grace_s >= 0.1 && o.blob_rate_grace_s <= 3600)) {
+    return Status::Invalid("--blob-min-rate must be >= 1 and --blob-rate-grace in [0.1, 3600]");
   }
   if (!(o.io_timeout_s >= 0.1 && o.io_timeout_s <= 3600)) {
     return Status::Invalid("--io-timeout must be in [0.1, 3600] seconds");
