@@ -213,7 +213,7 @@ int Serve(const std::vector<std::string>& args) {
   auto pool = MakePoolProvider(opts.pool, self_url, opts.data_dir);
   if (!pool.ok()) return Fail(pool.status().message());
   MaintenanceLoop maintenance(&coordinator, &runner, &DefaultClock(), opts.maintenance_period_s,
-                              pool->get());
+                              pool->get(), &blobs);
   maintenance.Start();
 
   std::thread signal_thread([&] {
