@@ -111,11 +111,11 @@ TEST_CASE("blob limits: one upload per key; dribbling connections do not starve 
     REQUIRE(conns.back()->connected());
     REQUIRE(conns.back()->Send(PutHead(target.url, big.size()) + "y"));
   }
-  // All but one are refused at once: an upload to this key is in progress.
+  // All but one are refused at once (503, retry): an upload to this key is in progress.
   int refused = 0;
   for (auto& c : conns) {
     std::optional<HttpResult> r = c->ReadResponse(Millis(500));
-    if (r && r->status == 409) ++refused;
+    if (r && r->status == 503 && r->Header("Retry-After") == "1") ++refused;
   }
   CHECK(refused == 69);
   for (auto& c : conns) c->Send("y");

@@ -12,7 +12,7 @@ Result<std::shared_ptr<BlobAdmission::Ticket>> BlobAdmission::Admit(const std::s
   PerKey& k = keys_[key];
   Status refused;
   if (put && k.put) {
-    refused = Status::Conflict("an upload to this key is in progress; retry when it has ended");
+    refused = Status::Unavailable("an upload to this key is in progress; retry when it has ended");
   } else if (!put && k.gets >= limits_.max_per_key) {
     refused = Status::Unavailable("too many transfers of this object at once; retry shortly");
   } else if (total_ >= limits_.max_total) {

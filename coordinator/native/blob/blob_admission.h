@@ -1,6 +1,8 @@
 // Which blob transfers may start: the bounds that keep one client from holding the workers.
-//   - at most one PUT per key at a time (a second one is 409: two bodies racing for one
-//     object, and a client that cannot hold several workers with one upload URL);
+//   - at most one PUT per key at a time (two bodies racing for one object; and a client cannot
+//     hold several workers with one upload URL). A second one is 503, not 409: an agent that
+//     retries an upload while its first attempt still holds the key must retry, not conclude
+//     that its lease is lost;
 //   - at most max_per_key GETs/HEADs of one key at a time;
 //   - at most max_total transfers at all, fewer than the event loop's workers, so that some
 //     are always left for other transfers' neighbours and background tasks.
@@ -42,8 +44,8 @@ class BlobAdmission {
     bool put_;
   };
 
-  // A slot for a transfer of key (put: an upload), or Conflict (an upload of key is in
-  // progress) / Unavailable (too many transfers of key, or in all).
+  // A slot for a transfer of key (put: an upload), or Unavailable (an upload of key is in
+  // progress, too many transfers of key, or in all).
   Result<std::shared_ptr<Ticket>> Admit(const std::string& key, bool put);
 
   int active() const;
