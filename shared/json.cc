@@ -1,6 +1,8 @@
 #include "shared/json.h"
 
 #include <cmath>
+#include <set>
+#include <vector>
 
 namespace gleaner {
 
@@ -36,6 +38,37 @@ Result<Json> ParseJson(std::string_view text, int max_depth) {
   }
   Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Status::Invalid("body is not valid JSON");
+  return j;
+}
+
+Result<Json> ParseStrictJson(std::string_view text, int max_depth) {
+  if (!JsonDepthWithin(text, max_depth)) {
+    return Status::Invalid("JSON nested deeper than " + std::to_string(max_depth) + " levels");
+  }
+  std::vector<std::set<std::string>> keys;  // the keys seen so far, per open object
+  std::string problem;
+  auto check = [&](int, Json::parse_event_t event, Json& parsed) {
+    if (!problem.empty()) return true;
+    if (event == Json::parse_event_t::object_start) {
+      keys.emplace_back();
+    } else if (event == Json::parse_event_t::object_end) {
+      if (!keys.empty()) keys.pop_back();
+    } else if (event == Json::parse_event_t::key || event == Json::parse_event_t::value) {
+      if (!parsed.is_string()) return true;
+      const std::string& s = parsed.get_ref<const std::string&>();
+      if (s.find('\0') != std::string::npos) {
+        problem = "JSON strings must not contain NUL";
+      } else if (event == Json::parse_event_t::key && !keys.empty()) {
+        if (!keys.back().insert(s).second) {
+          problem = "JSON object has a duplicate key \"" + s.substr(0, 64) + "\"";
+        }
+      }
+    }
+    return true;
+  };
+  Json j = Json::parse(text.begin(), text.end(), check, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Status::Invalid("body is not valid JSON");
+  if (!problem.empty()) return Status::Invalid(problem);
   return j;
 }
 

@@ -21,6 +21,10 @@ using Json = nlohmann::json;
 
 // Parses text; rejects invalid JSON and nesting deeper than max_depth (stack safety).
 Result<Json> ParseJson(std::string_view text, int max_depth = 32);
+// ParseJson that also rejects what a lenient reader would resolve silently: an object with a
+// duplicate key (nlohmann keeps the last, another reader the first) and NUL in any string or
+// key (C APIs and logs truncate there). For bytes from outside (request bodies).
+Result<Json> ParseStrictJson(std::string_view text, int max_depth = 32);
 // True if brackets/braces outside strings nest at most max_depth deep (a cheap pre-parse guard).
 bool JsonDepthWithin(std::string_view text, int max_depth);
 // Compact serialisation; invalid UTF-8 is replaced, never fatal.

@@ -40,6 +40,12 @@ Result<Identity> EnsureIdentity(const AgentConfig& config, CoordinatorApi* api, 
   id.coordinator = config.coordinator;
   id.machine_id = config.machine_id.empty() ? DetectMachineId() : config.machine_id;
   if (id.machine_id.empty()) return Status::Invalid("no machine id: set GLEANER_MACHINE_ID");
+  // The node secret proves to the coordinator that this agent is the node it registered
+  // before; without it an existing machine_id is refused (409).
+  if (stored.ok() && stored->has_value() && (*stored)->machine_id == id.machine_id &&
+      (*stored)->coordinator == config.coordinator) {
+    id.node_secret = (*stored)->node_secret;
+  }
   if (config.enroll_token.empty()) {
     return Status::Invalid("not registered yet and no --enroll-token given");
   }
@@ -47,11 +53,12 @@ Result<Identity> EnsureIdentity(const AgentConfig& config, CoordinatorApi* api, 
   id.vram_mb = gpu.vram_mb;
   Backoff backoff(0.5, 30);
   for (;;) {
-    Result<CoordinatorApi::Registration> r =
-        api->Register(config.enroll_token, id.machine_id, gpu.name, gpu.vram_mb, config.version);
+    Result<CoordinatorApi::Registration> r = api->Register(
+        config.enroll_token, id.machine_id, gpu.name, gpu.vram_mb, config.version, id.node_secret);
     if (r.ok()) {
       id.node_id = r->node_id;
       id.token = r->token;
+      if (!r->node_secret.empty()) id.node_secret = r->node_secret;
       GLEANER_RETURN_IF_ERROR(state->SaveIdentity(id));
       Log("registered as node %s (machine %s, gpu %s, %lld MiB)", id.node_id.c_str(),
           id.machine_id.c_str(), gpu.name.c_str(), static_cast<long long>(gpu.vram_mb));
@@ -120,10 +127,15 @@ int RunAgent(const AgentConfig& config, net::HttpClient* http, ShutdownState* sd
     Result<std::optional<Assignment>> work = api.Work(&retry_after);
     if (!work.ok()) {
       if (work.status().code() == Code::kUnauthenticated && !reregistered) {
-        // Our token was revoked (the machine registered again elsewhere): register anew.
+        // Our token was refused (a lost identity file restored from an old copy, or revoked):
+        // register anew with the node secret; a revoked node is refused for good.
         Log("work: token refused; registering again");
         id = EnsureIdentity(config, &api, &state, sd, /*force=*/true);
-        if (!id.ok()) return sd->stop.requested() ? 0 : 1;
+        if (!id.ok()) {
+          if (sd->stop.requested()) return 0;
+          Log("%s", id.status().ToString().c_str());
+          return 1;
+        }
         api.SetToken(id->token);
         reregistered = true;
         continue;

@@ -81,16 +81,15 @@ Result<std::optional<std::string>> CoordinatorApi::AgentRelease(const std::strin
   return std::optional<std::string>(DumpJson(*r));
 }
 
-Result<CoordinatorApi::Registration> CoordinatorApi::Register(const std::string& enroll_token,
-                                                              const std::string& machine_id,
-                                                              const std::string& gpu_name,
-                                                              int64_t vram_mb,
-                                                              const std::string& version) {
+Result<CoordinatorApi::Registration> CoordinatorApi::Register(
+    const std::string& enroll_token, const std::string& machine_id, const std::string& gpu_name,
+    int64_t vram_mb, const std::string& version, const std::string& node_secret) {
   std::string saved = token_;
   token_ = enroll_token;
   Json body = {{"machine_id", machine_id},
                {"gpu", {{"name", gpu_name}, {"vram_mb", vram_mb}}},
                {"agent_version", version}};
+  if (!node_secret.empty()) body["node_secret"] = node_secret;
   Result<Json> j = Call("POST", "/v1/nodes/register", body);
   token_ = saved;
   if (!j.ok()) return j.status();
@@ -98,6 +97,7 @@ Result<CoordinatorApi::Registration> CoordinatorApi::Register(const std::string&
   FieldReader f(*j);
   f.String("node_id", &r.node_id, true, 256);
   f.String("token", &r.token, true, 1024);
+  f.String("node_secret", &r.node_secret, false, 1024);
   if (!f.ok()) return Status::Unavailable("register: " + f.status().message());
   return r;
 }

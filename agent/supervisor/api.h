@@ -73,11 +73,13 @@ class CoordinatorApi {
   void SetToken(const std::string& token) { token_ = token; }
 
   struct Registration {
-    std::string node_id, token;
+    std::string node_id, token, node_secret;
   };
+  // node_secret: the one a previous registration returned ("" for none); Registration's is
+  // set only when the coordinator issued a new one.
   Result<Registration> Register(const std::string& enroll_token, const std::string& machine_id,
                                 const std::string& gpu_name, int64_t vram_mb,
-                                const std::string& agent_version);
+                                const std::string& agent_version, const std::string& node_secret);
   // nullopt = no work now; *retry_after_s gets the server's Retry-After (seconds) or 0.
   Result<std::optional<Assignment>> Work(double* retry_after_s);
   // timeout_ms bounds the whole call (the lease may run out while a reply is awaited).

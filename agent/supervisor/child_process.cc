@@ -14,7 +14,8 @@ namespace gleaner::agent {
 
 Result<std::unique_ptr<ChildProcess>> ChildProcess::Start(const std::vector<std::string>& argv,
                                                           LineCallback on_stdout,
-                                                          LineCallback on_stderr) {
+                                                          LineCallback on_stderr,
+                                                          const std::vector<std::string>* env) {
   if (argv.empty()) return Status::Invalid("empty command line");
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) != 0) return Status::Io(std::string("pipe: ") + strerror(errno));
@@ -26,6 +27,11 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Start(const std::vector<std:
   std::vector<char*> cargv;
   for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
+  std::vector<char*> cenv;
+  if (env != nullptr) {
+    for (const std::string& e : *env) cenv.push_back(const_cast<char*>(e.c_str()));
+    cenv.push_back(nullptr);
+  }
   pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
@@ -47,7 +53,11 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Start(const std::vector<std:
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
-    execv(cargv[0], cargv.data());
+    if (env != nullptr) {
+      execve(cargv[0], cargv.data(), cenv.data());
+    } else {
+      execv(cargv[0], cargv.data());
+    }
     const char msg[] = "exec failed\n";
     ssize_t ignored = write(2, msg, sizeof msg - 1);
     (void)ignored;

@@ -26,9 +26,10 @@ class ChildProcess {
  public:
   using LineCallback = std::function<void(const std::string& line)>;
 
+  // env: the child's whole environment ("NAME=value"); nullptr: this process's.
   static Result<std::unique_ptr<ChildProcess>> Start(const std::vector<std::string>& argv,
-                                                     LineCallback on_stdout,
-                                                     LineCallback on_stderr);
+                                                     LineCallback on_stdout, LineCallback on_stderr,
+                                                     const std::vector<std::string>* env = nullptr);
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;

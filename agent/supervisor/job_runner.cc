@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -20,6 +21,7 @@
 #include "agent/supervisor/job_state.h"
 #include "agent/supervisor/log.h"
 #include "agent/supervisor/retry.h"
+#include "agent/supervisor/trainer_env.h"
 #include "agent/supervisor/uploader.h"
 #include "shared/native/files.h"
 
@@ -453,9 +455,26 @@ JobOutcome Run::Complete() {
     outputs.push_back(OutputFile{f.name, f.sha256, f.size});
   }
   Apply(Event(JobEvent::Type::kFinishing));
+  // The coordinator completes a job only once its last step is reported (the heartbeat thread
+  // may not have sent the trainer's final step yet).
   Status s = Retry(
-      "complete", [&] { return api_->Complete(job_.job_id, job_.epoch, outputs); },
+      "final heartbeat",
+      [&] {
+        double loss;
+        bool has_loss;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          loss = loss_;
+          has_loss = has_loss_;
+        }
+        return api_->Heartbeat(job_.job_id, job_.epoch, step_, loss, has_loss).status();
+      },
       [this] { return GiveUp(); }, nullptr);
+  if (s.ok()) {
+    s = Retry(
+        "complete", [&] { return api_->Complete(job_.job_id, job_.epoch, outputs); },
+        [this] { return GiveUp(); }, nullptr);
+  }
   if (s.code() == Code::kConflict) return Lost();
   if (!s.ok()) {
     Log("job %s: complete not accepted: %s", job_.job_id.c_str(), s.ToString().c_str());
@@ -577,9 +596,10 @@ JobOutcome Run::Go() {
     argv.push_back("--resume");
     argv.push_back(resume_dir);
   }
+  const std::vector<std::string> env = TrainerEnvironment(environ);
   Result<std::unique_ptr<ChildProcess>> child = ChildProcess::Start(
       argv, [this](const std::string& l) { OnStdout(l); },
-      [this](const std::string& l) { OnStderr(l); });
+      [this](const std::string& l) { OnStderr(l); }, &env);
   if (!child.ok()) return ReportFailure("cannot start the trainer: " + child.status().message());
   int wait_status = Train(child->get());
   child->reset();

@@ -53,6 +53,7 @@ Result<std::optional<Identity>> StateDir::LoadIdentity() {
   f.String("machine_id", &id.machine_id, true);
   f.String("node_id", &id.node_id, true);
   f.String("token", &id.token, true);
+  f.String("node_secret", &id.node_secret, false);
   f.String("coordinator", &id.coordinator, false, 4096);
   const Json* gpu = nullptr;
   f.Object("gpu", &gpu, false);
@@ -71,6 +72,7 @@ Status StateDir::SaveIdentity(const Identity& id) {
             {"node_id", id.node_id},
             {"token", id.token},
             {"coordinator", id.coordinator}};
+  if (!id.node_secret.empty()) j["node_secret"] = id.node_secret;
   if (id.vram_mb >= 0) j["gpu"] = {{"name", id.gpu_name}, {"vram_mb", id.vram_mb}};
   return files::WriteDurable(files::Join(dir_, kIdentity), DumpJson(j), 0600);
 }

@@ -1,5 +1,5 @@
 // The agent's state directory (layout in docs/agent.md):
-//   identity.json  {"machine_id","node_id","token","coordinator","gpu":{name,vram_mb}}  0600
+//   identity.json  {"machine_id","node_id","token","node_secret","coordinator","gpu":{...}}  0600
 //   current_job.json  the job this agent holds: {"job_id","epoch","pending":[{step,archive,
 //                     sha256,size}]} — checkpoint uploads not yet committed
 //   cache/         content-addressed inputs (cache.h)
@@ -21,6 +21,9 @@ namespace gleaner::agent {
 
 struct Identity {
   std::string machine_id, node_id, token, coordinator;
+  // Proves this agent is the node on re-registration (returned once by the first one; empty in
+  // files written before node secrets existed).
+  std::string node_secret;
   // The GPU advertised at registration (after the owner's VRAM ceiling); -1 = not recorded.
   std::string gpu_name = "";
   int64_t vram_mb = -1;

@@ -215,9 +215,11 @@ int CmdReport(Api& api, const Args& a) {
 
 int CmdNodes(Api& api, const Args& a) {
   if (!a.words.empty()) {
-    // gleaner nodes quarantine|restore ID [--reason TEXT]
-    if (a.words.size() != 2 || (a.words[0] != "quarantine" && a.words[0] != "restore")) {
-      return Report({kExitUsage, "usage: gleaner nodes [quarantine|restore ID [--reason TEXT]]"});
+    // gleaner nodes quarantine|restore|revoke ID [--reason TEXT]
+    if (a.words.size() != 2 ||
+        (a.words[0] != "quarantine" && a.words[0] != "restore" && a.words[0] != "revoke")) {
+      return Report(
+          {kExitUsage, "usage: gleaner nodes [quarantine|restore|revoke ID [--reason TEXT]]"});
     }
     Json body = Json::object();
     if (a.Has("reason")) body["reason"] = a.Flag("reason");
@@ -251,10 +253,39 @@ int CmdNodes(Api& api, const Args& a) {
 }
 
 int CmdKeys(Api& api, const Args& a) {
-  if (a.words.size() != 1 || a.words[0] != "create" || !a.Has("role")) {
+  const std::string verb = a.words.empty() ? "" : a.words[0];
+  if (verb == "list" && a.words.size() == 1) {
+    Reply r;
+    if (Failure f = api.Call("GET", "/v1/keys", nullptr, &r); !f.ok()) return Report(f);
+    if (a.Has("json")) {
+      PrintJson(r.json);
+      return kExitOk;
+    }
+    std::vector<std::vector<std::string>> rows;
+    for (const Json& k : Arr(r.json, "keys")) {
+      rows.push_back(
+          {S(k, "id"), S(k, "role"), S(k, "name"), S(k, "created_at"), S(k, "revoked_at")});
+    }
+    PrintTable({"ID", "ROLE", "NAME", "CREATED", "REVOKED"}, rows);
+    return kExitOk;
+  }
+  if (verb == "revoke" && a.words.size() == 2) {
+    Reply r;
+    if (Failure f = api.Call("POST", "/v1/keys/" + Enc(a.words[1]) + "/revoke", nullptr, &r);
+        !f.ok()) {
+      return Report(f);
+    }
+    if (a.Has("json")) {
+      PrintJson(r.json);
+    } else {
+      std::printf("%s revoked\n", S(r.json, "id").c_str());
+    }
+    return kExitOk;
+  }
+  if (verb != "create" || a.words.size() != 1 || !a.Has("role")) {
     return Report({kExitUsage,
-                   "usage: gleaner keys create --role developer|enroll|operator "
-                   "[--name NAME]"});
+                   "usage: gleaner keys create --role developer|enroll|operator [--name NAME] | "
+                   "keys list | keys revoke ID"});
   }
   Json body = {{"role", a.Flag("role")}, {"name", a.Flag("name", a.Flag("role"))}};
   Reply r;

@@ -11,7 +11,8 @@
 namespace gleaner::core {
 
 struct S3Config {
-  std::string endpoint;   // "http://127.0.0.1:4568" or "https://s3.us-east-1.amazonaws.com"; "" = off
+  std::string
+      endpoint;  // "http://127.0.0.1:4568" or "https://s3.us-east-1.amazonaws.com"; "" = off
   std::string bucket;
   std::string region = "us-east-1";
   std::string access_key_id;
@@ -22,21 +23,21 @@ struct S3Config {
 
 struct CoreConfig {
   double heartbeat_interval_s = 30;
-  double stall_after_s = 60;           // default 2 x heartbeat interval
-  int keep_checkpoints = 3;            // newest N committed checkpoints kept per job
+  double stall_after_s = 60;  // default 2 x heartbeat interval
+  int keep_checkpoints = 3;   // newest N committed checkpoints kept per job
   int default_max_failures = 3;
-  int quarantine_failures = 3;         // failed jobs within the window quarantine a node
+  int quarantine_failures = 3;  // failed jobs within the window quarantine a node
   double quarantine_window_s = 3600;
   int autoscale_min = 0;
   int autoscale_max = 40;
   double autoscale_idle_window_s = 600;  // nodes that completed a job this recently stay warm
-  double retry_after_s = 5;            // Retry-After on 204 from /v1/work
+  double retry_after_s = 5;              // Retry-After on 204 from /v1/work
 
   std::string public_url = "http://127.0.0.1:8080";  // base of built-in blob URLs
-  std::string blob_signing_key;                       // HMAC key for blob URLs (required)
+  std::string blob_signing_key;                      // HMAC key for blob URLs (required)
   double blob_url_ttl_s = 900;
-  int64_t max_request_body = 1 << 20;                 // JSON bodies
-  int64_t max_upload_bytes = int64_t(64) << 30;       // developer uploads
+  int64_t max_request_body = 1 << 20;            // JSON bodies
+  int64_t max_upload_bytes = int64_t(64) << 30;  // developer uploads
   int64_t max_checkpoint_bytes = int64_t(16) << 30;
   int64_t max_output_bytes = int64_t(16) << 30;
   S3Config s3;
@@ -50,6 +51,14 @@ struct CoreConfig {
   RateLimit enroll_rate{10, 500};
   int64_t max_active_jobs = 100;      // pending + running jobs per developer key; 0 = no limit
   int64_t max_spec_bytes = 64 << 10;  // stored job spec (JSON text) of POST /v1/jobs
+  // Upload reservations (POST /v1/uploads) a developer key may hold that are not stored yet
+  // (within blob_gc_grace_s): how many (429 too_many_uploads) and their bytes (413).
+  int64_t max_pending_uploads = 16;
+  int64_t max_pending_upload_bytes = int64_t(256) << 30;
+  // Maintenance deletes objects nothing refers to once they are this old: checkpoints never
+  // committed (or no longer kept), outputs of finished jobs that are not their result, and
+  // upload reservations never stored.
+  double blob_gc_grace_s = 86400;
 
   Status Validate() const;
 };

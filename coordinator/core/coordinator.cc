@@ -41,17 +41,35 @@ Plan Coordinator::MigrationPlan() const {
   });
 }
 
-Plan Coordinator::BootstrapOperatorPlan(const std::string& token, int64_t now_ms) const {
+namespace {
+// Ensures a key of this role and token exists under the id prefix ("k_boot_" + 12 hex of the
+// hash), revoking the keys an earlier value created under the same prefix (the value was
+// rotated). A key of this token that an operator revoked stays revoked.
+Plan EnsureConfiguredKey(const std::string& prefix, const char* role, const char* name,
+                         const std::string& token, int64_t now_ms) {
   std::string hash = Sha256Hex(token);
   Batch b;
   b.Add(
-      "INSERT INTO api_keys (id, token_hash, role, name, created_at) VALUES (?, ?, 'operator', "
-      "'bootstrap', ?) ON CONFLICT (token_hash) DO NOTHING",
-      {"k_boot_" + hash.substr(0, 12), hash, now_ms});
+      "UPDATE api_keys SET revoked_at = ? WHERE substr(id, 1, ?) = ? AND role = ? AND "
+      "token_hash <> ? AND revoked_at IS NULL",
+      {now_ms, int64_t(prefix.size()), prefix, role, hash});
+  b.Add(
+      "INSERT INTO api_keys (id, token_hash, role, name, created_at) VALUES (?, ?, ?, ?, ?) "
+      "ON CONFLICT (token_hash) DO NOTHING",
+      {prefix + hash.substr(0, 12), hash, role, name, now_ms});
   return Plan::Run(std::move(b), [](BatchResult r) -> Plan {
     if (!r.status.ok()) return Plan::Fail(r.status);
     return Plan::Respond(HttpResponse::Json(200, {{"ok", true}}));
   });
+}
+}  // namespace
+
+Plan Coordinator::BootstrapOperatorPlan(const std::string& token, int64_t now_ms) const {
+  return EnsureConfiguredKey("k_boot_", "operator", "bootstrap", token, now_ms);
+}
+
+Plan Coordinator::PoolEnrollKeyPlan(const std::string& token, int64_t now_ms) const {
+  return EnsureConfiguredKey("k_pool_", "enroll", "local-pool", token, now_ms);
 }
 
 Plan Coordinator::Handle(const HttpRequest& request) const {

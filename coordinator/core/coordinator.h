@@ -56,7 +56,12 @@ class Coordinator {
   Plan MigrationPlan() const;
 
   // Ensures an operator key with this token exists (GLEANER_OPERATOR_TOKEN); idempotent.
+  // Revokes the keys earlier values of it created (the value was rotated); a key of this
+  // token that an operator revoked stays revoked.
   Plan BootstrapOperatorPlan(const std::string& token, int64_t now_ms) const;
+  // The same for the enroll key the local pool provider hands its agents (never the operator
+  // token): an enroll key named "local-pool"; a changed token revokes the previous one.
+  Plan PoolEnrollKeyPlan(const std::string& token, int64_t now_ms) const;
 
   // Every /v1/* route, /healthz and /metrics. Blob transfer routes (/blobs/...) are streamed by
   // the shell after AuthorizeBlob().

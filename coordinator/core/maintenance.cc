@@ -7,7 +7,11 @@
 //     migration 0003 minus running, whatever the queue holds) and
 //     record it in scaling_events with the pool provider's node count (when it has none: the
 //     active nodes seen within stall_after);
-//  4. list the machines of nodes quarantined within the window, for the provider to reallocate.
+//  4. list the machines of nodes quarantined within the window, for the provider to reallocate;
+//  5. forget objects nothing refers to once they are blob_gc_grace_s old (up to 1000 a tick):
+//     checkpoints not committed (or no longer kept), outputs of a job that is neither pending nor
+//     running and does not name them as its result, and upload reservations never stored. The
+//     rows go in this batch; the shell deletes the objects afterwards (Plan::blob_deletes).
 // Two batches: the changes and counts, then the scaling event. The response is a JSON summary.
 #include "coordinator/core/autoscaler.h"
 #include "coordinator/core/routes.h"
@@ -15,8 +19,11 @@
 namespace gleaner::core {
 namespace {
 
+// The job id of a "jobs/<id>/..." key, in SQL.
+const char* const kKeyJob = "substr(blobs.key, 6, instr(substr(blobs.key, 6), '/') - 1)";
+
 Plan RecordDecision(const CoreConfig* config, int64_t now_ms, const PoolObservation& pool,
-                    Json summary, const AutoscaleInputs& in) {
+                    Json summary, const AutoscaleInputs& in, std::vector<std::string> deletes) {
   AutoscaleDecision d = DecideTarget(in);
   Batch b;
   b.Add(
@@ -35,9 +42,9 @@ Plan RecordDecision(const CoreConfig* config, int64_t now_ms, const PoolObservat
       {"reason", d.reason},
       {"min", config->autoscale_min},
       {"max", config->autoscale_max}};
-  return Plan::Run(std::move(b), [summary](BatchResult res) -> Plan {
+  return Plan::Run(std::move(b), [summary, deletes](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
-    return RespondJson(200, summary);
+    return RespondJson(200, summary).WithBlobDeletes(deletes);
   });
 }
 
@@ -77,6 +84,21 @@ Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms, const PoolObserva
       "SELECT id, machine_id FROM nodes WHERE state = 'quarantined' AND state_changed_at >= ? "
       "ORDER BY state_changed_at, id LIMIT 100",
       {window_start});
+  const int64_t old = now_ms - int64_t(c.blob_gc_grace_s * 1000);
+  b.Add(std::string("DELETE FROM blobs WHERE key IN (SELECT key FROM blobs WHERE created_at < ? "
+                    "AND ((key LIKE 'jobs/%/ckpt/%' AND NOT EXISTS (SELECT 1 FROM checkpoints c "
+                    "WHERE c.job_id = ") +
+            kKeyJob +
+            " AND c.key = blobs.key)) OR (key LIKE 'jobs/%/out/%' AND NOT EXISTS (SELECT 1 "
+            "FROM jobs j WHERE j.id = " +
+            kKeyJob +
+            " AND (j.state IN ('pending', 'running') OR instr(j.outputs, '\"' || blobs.key || "
+            "'\"') > 0)))) ORDER BY created_at LIMIT 1000) RETURNING key",
+        {old});
+  b.Add(
+      "DELETE FROM uploads WHERE id IN (SELECT id FROM uploads u WHERE u.created_at < ? AND NOT "
+      "EXISTS (SELECT 1 FROM blobs WHERE blobs.key = u.key) LIMIT 1000) RETURNING id",
+      {old});
   return Plan::Run(std::move(b), [config, now_ms, pool](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     Json stalled = Json::array();
@@ -101,15 +123,19 @@ Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms, const PoolObserva
     in.warm_nodes = counts.Get(0, "warm").AsInt();
     in.min_nodes = config->autoscale_min;
     in.max_nodes = config->autoscale_max;
+    std::vector<std::string> deletes;
+    for (const auto& row : res.results[4].rows) deletes.push_back(row[0].AsText());
     Json summary = {{"at", FormatTime(now_ms)},
                     {"stalled", stalled},
                     {"quarantined", quarantined},
-                    {"reallocate", reallocate}};
+                    {"reallocate", reallocate},
+                    {"objects_deleted", int64_t(deletes.size())},
+                    {"reservations_dropped", int64_t(res.results[5].rows.size())}};
     // Without a provider's count, the fleet as the coordinator sees it: active nodes seen (claim
     // or heartbeat) within stall_after.
     PoolObservation observed = pool;
     if (observed.current < 0) observed.current = counts.Get(0, "seen").AsInt();
-    return RecordDecision(config, now_ms, observed, std::move(summary), in);
+    return RecordDecision(config, now_ms, observed, std::move(summary), in, std::move(deletes));
   });
 }
 

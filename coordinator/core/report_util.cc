@@ -36,7 +36,9 @@ std::string Num(double v) {
   return buf;
 }
 
-std::string CsvField(const std::string& s) {
+std::string CsvField(const std::string& text) {
+  const bool formula = !text.empty() && std::string("=+-@\t\r").find(text[0]) != std::string::npos;
+  const std::string s = formula ? "'" + text : text;
   if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
   std::string out = "\"";
   for (char c : s) {

@@ -26,7 +26,9 @@ bool ParseFormat(const QueryParams& q, bool* csv);
 
 // A number as CSV/Prometheus text: shortest form up to 12 significant digits.
 std::string Num(double v);
-// One CSV field, quoted when it holds a comma, quote or line break.
+// One CSV text field, quoted when it holds a comma, quote or line break. Text that a
+// spreadsheet would run as a formula (starting with =, +, -, @, tab or CR) gets a leading '
+// (only text goes through here: numbers are written with Num).
 std::string CsvField(const std::string& s);
 // 200 text/csv response.
 Plan RespondCsv(std::string csv);

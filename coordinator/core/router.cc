@@ -102,7 +102,7 @@ Plan Dispatch(std::shared_ptr<Ctx> ctx, const RouteInfo* route) {
   if (route->json_body) {
     const std::string& body = ctx->req.body;
     if (body.find_first_not_of(" \t\r\n") != std::string::npos) {
-      Result<Json> parsed = ParseJson(body);
+      Result<Json> parsed = ParseStrictJson(body);
       if (!parsed.ok()) return Plan::Fail(parsed.status());
       if (!parsed->is_object()) return Plan::Fail(Status::Invalid("body must be a JSON object"));
       ctx->body = std::move(parsed).value();
@@ -210,10 +210,13 @@ const std::vector<RouteInfo>& Routes() {
   static const std::vector<RouteInfo> kRoutes = {
       {"GET", "/healthz", 0, Healthz, false},
       {"POST", "/v1/keys", kOp, HandleCreateKey, true},
+      {"GET", "/v1/keys", kOp, HandleListKeys, false},
+      {"POST", "/v1/keys/{id}/revoke", kOp, HandleRevokeKey, false},
       {"POST", "/v1/nodes/register", kEnroll | kOp, HandleRegisterNode, true},
       {"GET", "/v1/nodes", kOp, HandleListNodes, false},
       {"POST", "/v1/nodes/{id}/quarantine", kOp, HandleSetNodeState, true},
       {"POST", "/v1/nodes/{id}/restore", kOp, HandleSetNodeState, true},
+      {"POST", "/v1/nodes/{id}/revoke", kOp, HandleRevokeNode, true},
       {"POST", "/v1/uploads", kDev | kOp, HandleCreateUpload, true},
       {"POST", "/v1/jobs", kDev | kOp, HandleCreateJob, true},
       {"GET", "/v1/jobs", kDev | kOp, HandleListJobs, false},

@@ -10,6 +10,9 @@ namespace gleaner::core {
 
 // routes_keys.cc
 Plan HandleCreateKey(CtxPtr ctx);
+Plan HandleListKeys(CtxPtr ctx);
+Plan HandleRevokeKey(CtxPtr ctx);
+Plan HandleRevokeNode(CtxPtr ctx);
 // routes_nodes.cc
 Plan HandleRegisterNode(CtxPtr ctx);
 Plan HandleListNodes(CtxPtr ctx);

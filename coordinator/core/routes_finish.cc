@@ -23,6 +23,8 @@ Status ReadOutputs(const Json& body, int64_t max_size, std::vector<Output>* out)
   for (size_t i = 0; i < it->size(); ++i) {
     std::string prefix = "outputs[" + std::to_string(i) + "].";
     FieldReader r((*it)[i], prefix);
+    static const char* const kKeys[] = {"name", "sha256", "size", nullptr};
+    r.OnlyKeys(kKeys);
     Output o;
     r.String("name", &o.name, true, 128);
     r.String("sha256", &o.sha256, true, 64);
@@ -52,12 +54,15 @@ std::string Truncate(std::string s, size_t n) {
 
 }  // namespace
 
-// {epoch, outputs: [{name, sha256, size}]} -> {job_id, state: "completed"}. With the built-in
-// store every output must be stored at jobs/<id>/out/e<epoch>/<name> with that sha256 and size.
-// A retry by the same holder after success answers 200 again.
+// {epoch, outputs: [{name, sha256, size}]} -> {job_id, state: "completed"}. The lease must have
+// reported the job's last step (a heartbeat or checkpoint commit with step = steps), else 409.
+// With the built-in store every output must be stored at jobs/<id>/out/e<epoch>/<name> with
+// that sha256 and size. A retry by the same holder after success answers 200 again.
 Plan HandleComplete(CtxPtr ctx) {
   if (!IsPlainId(ctx->args[0])) return Plan::Fail(Status::NotFound("no such job"));
   FieldReader r(ctx->body);
+  static const char* const kKeys[] = {"epoch", "outputs", nullptr};
+  r.OnlyKeys(kKeys);
   int64_t epoch = 0;
   ReadEpoch(r, &epoch);
   if (!r.ok()) return Plan::Fail(r.status());
@@ -68,7 +73,7 @@ Plan HandleComplete(CtxPtr ctx) {
   const int64_t now = ctx->now();
   const bool builtin = !ctx->config->s3.enabled();
   Fence f = LeaseFence(*ctx, epoch);
-  std::string guard = f.sql;
+  std::string guard = f.sql + " AND step_done = steps_total";
   std::vector<SqlValue> gp = f.params;
   Json stored = Json::array();
   std::string blob_terms, key_list = "''";
@@ -102,7 +107,7 @@ Plan HandleComplete(CtxPtr ctx) {
       "step_done = steps_total, lease_expires_at = NULL WHERE " +
           guard + " RETURNING id",
       Cat({DumpJson(stored), now, now}, gp));
-  b.Add(std::string("SELECT ") + kLeaseColumns + " FROM jobs WHERE id = ?", {job});
+  b.Add(std::string("SELECT ") + kLeaseColumns + ", step_done FROM jobs WHERE id = ?", {job});
   b.Add("SELECT key, sha256, size FROM blobs WHERE key IN (" + key_list + ")", key_params);
   return Plan::Run(std::move(b), [ctx, epoch, outputs, builtin, job](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
@@ -133,6 +138,13 @@ Plan HandleComplete(CtxPtr ctx) {
         }
       }
     }
+    const int64_t done = row.Get(0, "step_done").AsInt();
+    const int64_t steps = row.Get(0, "steps_total").AsInt();
+    if (done != steps) {
+      return Plan::Fail(Status::Conflict(
+          "the job is at step " + std::to_string(done) + " of " + std::to_string(steps) +
+          "; report the last step in a heartbeat before completing"));
+    }
     return Plan::Fail(Status::Conflict("completion raced with another change; retry"));
   });
 }
@@ -145,6 +157,8 @@ Plan HandleComplete(CtxPtr ctx) {
 Plan HandleFail(CtxPtr ctx) {
   if (!IsPlainId(ctx->args[0])) return Plan::Fail(Status::NotFound("no such job"));
   FieldReader r(ctx->body);
+  static const char* const kKeys[] = {"epoch", "reason", nullptr};
+  r.OnlyKeys(kKeys);
   int64_t epoch = 0;
   std::string reason;
   ReadEpoch(r, &epoch);
@@ -208,6 +222,8 @@ Plan HandleFail(CtxPtr ctx) {
 Plan HandleRelease(CtxPtr ctx) {
   if (!IsPlainId(ctx->args[0])) return Plan::Fail(Status::NotFound("no such job"));
   FieldReader r(ctx->body);
+  static const char* const kKeys[] = {"epoch", "reason", nullptr};
+  r.OnlyKeys(kKeys);
   int64_t epoch = 0;
   std::string reason = "released";
   ReadEpoch(r, &epoch);

@@ -91,6 +91,8 @@ Plan HandleListJobs(CtxPtr ctx) {
 Plan HandleCancelJob(CtxPtr ctx) {
   if (!IsPlainId(ctx->args[0])) return NoSuchJob();
   FieldReader r(ctx->body);
+  static const char* const kKeys[] = {"reason", nullptr};
+  r.OnlyKeys(kKeys);
   std::string reason = "canceled";
   r.String("reason", &reason, false, 1000);
   if (!r.ok()) return Plan::Fail(r.status());
@@ -119,7 +121,8 @@ Plan HandleCancelJob(CtxPtr ctx) {
   });
 }
 
-// Segments (one per lease) and failures, for timelines.
+// Segments (one per lease) and failures, for timelines. The price per hour a segment was billed
+// at is the operator's business: only an operator sees it (a developer sees each cost).
 Plan HandleJobEvents(CtxPtr ctx) {
   if (!IsPlainId(ctx->args[0])) return NoSuchJob();
   const std::string& id = ctx->args[0];
@@ -163,6 +166,7 @@ Plan HandleJobEvents(CtxPtr ctx) {
             get("end_reason").is_null() ? Json(nullptr) : Json(get("end_reason").AsText())},
            {"note", get("note").is_null() ? Json(nullptr) : Json(get("note").AsText())},
            {"cost_usd", get("cost_usd").AsReal()}});
+      if (!ctx->caller.is_operator()) segments.back().erase("usd_per_hour");
     }
     Json failures = Json::array();
     const Rows& f = res.results[2];

@@ -82,13 +82,41 @@ Plan HandleCreateUpload(CtxPtr ctx) {
   if (!r.ok()) return Plan::Fail(r.status());
   std::string id = NewId(ctx->req.entropy, "u");
   std::string key = "uploads/" + id + "/" + SanitizeName(name);
+  // A developer's reservations not stored yet (and not yet given up by maintenance) are
+  // bounded in number and bytes, in the same statement that reserves (operators: no bound).
+  const std::string pending =
+      "FROM uploads u WHERE u.owner_key_id = ?2 AND u.created_at >= ?8 AND NOT EXISTS "
+      "(SELECT 1 FROM blobs WHERE blobs.key = u.key)";
+  const bool limited = ctx->caller.role == kRoleDeveloper;
+  const int64_t since = ctx->now() - int64_t(config.blob_gc_grace_s * 1000);
   Batch b;
   b.Add(
       "INSERT INTO uploads (id, owner_key_id, name, key, size, sha256, created_at) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?)",
-      {id, ctx->caller.id, name, key, size, sha, ctx->now()});
+      "SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE ?9 = 0 OR ((SELECT count(*) " +
+          pending + ") < ?10 AND (SELECT COALESCE(SUM(u.size), 0) " + pending +
+          ") + ?5 <= ?11) RETURNING id",
+      {id, ctx->caller.id, name, key, size, sha, ctx->now(), since, int64_t(limited ? 1 : 0),
+       config.max_pending_uploads, config.max_pending_upload_bytes});
+  b.Add("SELECT count(*) AS n, COALESCE(SUM(u.size), 0) AS bytes " + pending,
+        {SqlValue::Null(), ctx->caller.id, SqlValue::Null(), SqlValue::Null(), SqlValue::Null(),
+         SqlValue::Null(), SqlValue::Null(), since});
   return Plan::Run(std::move(b), [ctx, id, key, size, sha](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
+    const CoreConfig& c = *ctx->config;
+    if (res.results[0].empty()) {
+      const int64_t n = res.results[1].Get(0, "n").AsInt();
+      if (n >= c.max_pending_uploads) {
+        return Plan::Respond(ErrorResponse(
+            429, "too_many_uploads",
+            "this key holds " + std::to_string(n) + " upload reservations not stored yet (limit " +
+                std::to_string(c.max_pending_uploads) + "); store or let them expire first"));
+      }
+      return Plan::Fail(
+          Status(Code::kTooLarge, "pending uploads of this key would exceed " +
+                                      std::to_string(c.max_pending_upload_bytes) + " bytes (" +
+                                      std::to_string(res.results[1].Get(0, "bytes").AsInt()) +
+                                      " reserved, not stored yet)"));
+    }
     MintedUrl put = PutUrl(*ctx->config, key, size, sha, ctx->now());
     return RespondJson(201, {{"id", id},
                              {"uri", "blob://" + key},

@@ -1,9 +1,22 @@
-// POST /v1/keys (operator): mint an API key; only its SHA-256 is stored, the token is shown once.
+// API keys (operator): mint, list, revoke. Only a key's SHA-256 is stored; the token is shown
+// once, at creation, and never listed.
 #include "coordinator/core/ids.h"
+#include "coordinator/core/job_view.h"
 #include "coordinator/core/routes.h"
 #include "shared/sha256.h"
 
 namespace gleaner::core {
+namespace {
+Json KeyJson(const Rows& rows, size_t i) {
+  const SqlValue& revoked = rows.Get(i, "revoked_at");
+  return {{"id", rows.Get(i, "id").AsText()},
+          {"role", rows.Get(i, "role").AsText()},
+          {"name", rows.Get(i, "name").AsText()},
+          {"created_at", TimeOrNull(rows.Get(i, "created_at"))},
+          {"revoked_at", TimeOrNull(revoked)}};
+}
+const char* const kKeyColumns = "id, role, name, created_at, revoked_at";
+}  // namespace
 
 Plan HandleCreateKey(CtxPtr ctx) {
   static const char* const kKeys[] = {"role", "name", nullptr};
@@ -28,6 +41,35 @@ Plan HandleCreateKey(CtxPtr ctx) {
                              {"role", role},
                              {"name", name},
                              {"created_at", FormatTime(ctx->now())}});
+  });
+}
+
+// GET /v1/keys -> {keys: [{id, role, name, created_at, revoked_at}]}, oldest first.
+Plan HandleListKeys(CtxPtr) {
+  Batch b;
+  b.Add(std::string("SELECT ") + kKeyColumns + " FROM api_keys ORDER BY created_at, id");
+  return Plan::Run(std::move(b), [](BatchResult res) -> Plan {
+    if (!res.status.ok()) return DbFail(res.status);
+    Json keys = Json::array();
+    for (size_t i = 0; i < res.results[0].rows.size(); ++i) {
+      keys.push_back(KeyJson(res.results[0], i));
+    }
+    return RespondJson(200, {{"keys", keys}});
+  });
+}
+
+// POST /v1/keys/{id}/revoke -> the key, revoked (its token is refused from now on: 401).
+// Revoking a revoked key keeps the first revocation time.
+Plan HandleRevokeKey(CtxPtr ctx) {
+  Batch b;
+  b.Add(std::string("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ? "
+                    "RETURNING ") +
+            kKeyColumns,
+        {ctx->now(), ctx->args[0]});
+  return Plan::Run(std::move(b), [](BatchResult res) -> Plan {
+    if (!res.status.ok()) return DbFail(res.status);
+    if (res.results[0].empty()) return Plan::Fail(Status::NotFound("no such key"));
+    return RespondJson(200, KeyJson(res.results[0], 0));
   });
 }
 

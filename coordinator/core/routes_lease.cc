@@ -35,6 +35,8 @@ Plan RespondPutUrl(const Ctx& ctx, const std::string& key, int64_t max_size) {
 Plan HandleHeartbeat(CtxPtr ctx) {
   if (!JobIdOk(ctx)) return Plan::Fail(Status::NotFound("no such job"));
   FieldReader r(ctx->body);
+  static const char* const kKeys[] = {"epoch", "step", "loss", nullptr};
+  r.OnlyKeys(kKeys);
   int64_t epoch = 0, step = 0;
   double loss = 0;
   ReadEpoch(r, &epoch);
@@ -97,6 +99,8 @@ Plan HandleHeartbeat(CtxPtr ctx) {
 Plan HandleCheckpointUrl(CtxPtr ctx) {
   if (!JobIdOk(ctx)) return Plan::Fail(Status::NotFound("no such job"));
   FieldReader r(ctx->body);
+  static const char* const kKeys[] = {"epoch", "step", nullptr};
+  r.OnlyKeys(kKeys);
   int64_t epoch = 0, step = 0;
   ReadEpoch(r, &epoch);
   r.Int("step", &step, true, 1, kMaxJobSteps);
@@ -141,6 +145,8 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
     }
   }
   FieldReader r(ctx->body);
+  static const char* const kKeys[] = {"epoch", "sha256", "size", nullptr};
+  r.OnlyKeys(kKeys);
   int64_t epoch = 0, size = 0;
   std::string sha;
   ReadEpoch(r, &epoch);
@@ -234,6 +240,8 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
 Plan HandleOutputUrl(CtxPtr ctx) {
   if (!JobIdOk(ctx)) return Plan::Fail(Status::NotFound("no such job"));
   FieldReader r(ctx->body);
+  static const char* const kKeys[] = {"epoch", "name", nullptr};
+  r.OnlyKeys(kKeys);
   int64_t epoch = 0;
   std::string name;
   ReadEpoch(r, &epoch);

@@ -6,39 +6,74 @@
 
 namespace gleaner::core {
 
-// One upsert: the same machine_id keeps its node id and gets a new token (the old token's hash
-// is overwritten, so the old token stops working). State (quarantine) is kept.
+// {machine_id, gpu, agent_version, node_secret?} -> {node_id, token, state, node_secret?}.
+// One conditional upsert. A new machine_id becomes a new node with a fresh token and a fresh
+// node secret (returned once). An existing machine_id keeps its node id and gets a new token
+// (the old one stops working) only if the caller proves it is that node: node_secret matches
+// the stored hash, or the node predates node secrets and holds no live lease (it then adopts a
+// fresh secret). Anyone else, including another agent that holds the enroll token, gets 409
+// and changes nothing: the enroll token alone never takes over a node or its lease.
 Plan HandleRegisterNode(CtxPtr ctx) {
   FieldReader r(ctx->body);
-  std::string machine_id, gpu_name, agent_version;
+  static const char* const kFields[] = {"machine_id", "gpu", "agent_version", "node_secret",
+                                        nullptr};
+  std::string machine_id, gpu_name, agent_version, secret;
   int64_t vram_mb = 0;
   const Json* gpu = nullptr;
+  r.OnlyKeys(kFields);
   r.String("machine_id", &machine_id, true, 256);
   r.Object("gpu", &gpu, true);
   r.String("agent_version", &agent_version, true, 64);
+  r.String("node_secret", &secret, false, 256);
   if (!r.ok()) return Plan::Fail(r.status());
   FieldReader g(*gpu, "gpu.");
+  static const char* const kGpuFields[] = {"name", "vram_mb", nullptr};
+  g.OnlyKeys(kGpuFields);
   g.String("name", &gpu_name, true, 128);
   g.Int("vram_mb", &vram_mb, true, 0, 10000000);
   if (!g.ok()) return Plan::Fail(g.status());
   std::string id = NewId(ctx->req.entropy, "n");
   std::string token = NewToken(ctx->req.entropy, "node");
+  std::string fresh_secret = NewToken(ctx->req.entropy, "node-secret");
+  const std::string fresh_hash = Sha256Hex(fresh_secret);
+  const SqlValue given = secret.empty() ? SqlValue::Null() : SqlValue(Sha256Hex(secret));
   Batch b;
   b.Add(
-      "INSERT INTO nodes (id, machine_id, token_hash, gpu_name, vram_mb, agent_version, "
-      "registered_at, last_seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+      "INSERT INTO nodes (id, machine_id, token_hash, secret_hash, gpu_name, vram_mb, "
+      "agent_version, registered_at, last_seen_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8) "
       "ON CONFLICT (machine_id) DO UPDATE SET token_hash = excluded.token_hash, "
+      "secret_hash = COALESCE(nodes.secret_hash, excluded.secret_hash), "
       "gpu_name = excluded.gpu_name, vram_mb = excluded.vram_mb, "
       "agent_version = excluded.agent_version, last_seen_at = excluded.last_seen_at "
-      "RETURNING id, state",
-      {id, machine_id, Sha256Hex(token), gpu_name, vram_mb, agent_version, ctx->now(), ctx->now()});
-  return Plan::Run(std::move(b), [token](BatchResult res) -> Plan {
-    if (!res.status.ok()) return DbFail(res.status);
-    if (res.results[0].empty()) return Plan::Fail(Status::Internal("node upsert returned nothing"));
-    return RespondJson(200, {{"node_id", res.results[0].Get(0, "id").AsText()},
-                             {"token", token},
-                             {"state", res.results[0].Get(0, "state").AsText()}});
-  });
+      "WHERE nodes.revoked_at IS NULL AND (nodes.secret_hash = ?9 OR (nodes.secret_hash IS NULL "
+      "AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.node_id = nodes.id AND "
+      "jobs.state = 'running' AND jobs.lease_expires_at >= ?8))) "
+      "RETURNING id, state, secret_hash",
+      {id, machine_id, Sha256Hex(token), fresh_hash, gpu_name, vram_mb, agent_version, ctx->now(),
+       given});
+  b.Add("SELECT revoked_at FROM nodes WHERE machine_id = ?", {machine_id});
+  return Plan::Run(
+      std::move(b), [token, fresh_secret, fresh_hash, machine_id](BatchResult res) -> Plan {
+        if (!res.status.ok()) return DbFail(res.status);
+        const Rows& row = res.results[0];
+        if (row.empty()) {
+          const Rows& known = res.results[1];
+          if (!known.empty() && !known.Get(0, "revoked_at").is_null()) {
+            return Plan::Fail(Status(Code::kPermissionDenied,
+                                     "the node of machine_id " + machine_id +
+                                         " was revoked by an operator; it cannot register again"));
+          }
+          return Plan::Fail(Status::Conflict(
+              "machine_id " + machine_id +
+              " is registered to another agent and this request does not carry its node secret; "
+              "run each agent on a machine with its own --machine-id (or its own identity file)"));
+        }
+        Json out = {{"node_id", row.Get(0, "id").AsText()},
+                    {"token", token},
+                    {"state", row.Get(0, "state").AsText()}};
+        if (row.Get(0, "secret_hash").AsText() == fresh_hash) out["node_secret"] = fresh_secret;
+        return RespondJson(200, out);
+      });
 }
 
 namespace {
@@ -56,11 +91,12 @@ Json NodeJson(const Rows& rows, size_t i) {
           {"jobs_failed", get("jobs_failed").AsInt()},
           {"registered_at", TimeOrNull(get("registered_at"))},
           {"last_seen_at", TimeOrNull(get("last_seen_at"))},
+          {"revoked_at", TimeOrNull(get("revoked_at"))},
           {"running_jobs", Json::array()}};
 }
 const char* const kNodeColumns =
     "id, machine_id, gpu_name, vram_mb, agent_version, state, state_reason, state_changed_at, "
-    "jobs_completed, jobs_failed, registered_at, last_seen_at";
+    "jobs_completed, jobs_failed, registered_at, last_seen_at, revoked_at";
 }  // namespace
 
 Plan HandleListNodes(CtxPtr ctx) {
@@ -95,6 +131,8 @@ Plan HandleSetNodeState(CtxPtr ctx) {
   const std::string& path = ctx->req.path;
   const std::string action = path.substr(path.rfind('/') + 1);
   FieldReader r(ctx->body);
+  static const char* const kKeys[] = {"reason", nullptr};
+  r.OnlyKeys(kKeys);
   std::string reason = action == "quarantine" ? "quarantined by an operator" : "";
   r.String("reason", &reason, false, 1000);
   if (!r.ok()) return Plan::Fail(r.status());
@@ -108,6 +146,40 @@ Plan HandleSetNodeState(CtxPtr ctx) {
     if (!res.status.ok()) return DbFail(res.status);
     if (res.results[0].empty()) return Plan::Fail(Status::NotFound("no such node"));
     Json n = NodeJson(res.results[0], 0);
+    n.erase("running_jobs");
+    return RespondJson(200, n);
+  });
+}
+
+// POST /v1/nodes/{id}/revoke {reason?}: the node's token and node secret stop working for good
+// (replaced by values no token hashes to), it is quarantined, and a lease it holds ends now (the
+// job is claimed again as a stalled one). Revoking a revoked node changes nothing more.
+Plan HandleRevokeNode(CtxPtr ctx) {
+  FieldReader r(ctx->body);
+  static const char* const kKeys[] = {"reason", nullptr};
+  r.OnlyKeys(kKeys);
+  std::string reason = "revoked by an operator";
+  r.String("reason", &reason, false, 1000);
+  if (!r.ok()) return Plan::Fail(r.status());
+  const int64_t now = ctx->now();
+  const std::string& node = ctx->args[0];
+  Batch b;
+  b.Add(
+      "UPDATE jobs SET lease_expires_at = ? WHERE node_id = ? AND state = 'running' AND "
+      "lease_expires_at >= ?",
+      {now - 1, node, now});
+  b.Add(std::string("UPDATE nodes SET token_hash = 'revoked:' || id, secret_hash = 'revoked', "
+                    "state = 'quarantined', state_reason = COALESCE(?, state_reason), "
+                    "state_changed_at = ?, revoked_at = ? WHERE id = ? AND revoked_at IS NULL "
+                    "RETURNING ") +
+            kNodeColumns,
+        {reason, now, now, node});
+  b.Add(std::string("SELECT ") + kNodeColumns + " FROM nodes WHERE id = ?", {node});
+  return Plan::Run(std::move(b), [](BatchResult res) -> Plan {
+    if (!res.status.ok()) return DbFail(res.status);
+    const Rows& rows = res.results[2];
+    if (rows.empty()) return Plan::Fail(Status::NotFound("no such node"));
+    Json n = NodeJson(rows, 0);
     n.erase("running_jobs");
     return RespondJson(200, n);
   });

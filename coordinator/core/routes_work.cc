@@ -88,6 +88,9 @@ Json ParseSpec(const std::string& text) {
 }  // namespace
 
 Plan HandleWork(CtxPtr ctx) {
+  if (!ctx->body.empty()) {
+    return Plan::Fail(Status::Invalid(ctx->body.begin().key() + " is not a known field"));
+  }
   const CoreConfig& config = *ctx->config;
   const int64_t now = ctx->now();
   const std::string& node = ctx->caller.id;
@@ -172,6 +175,8 @@ Plan HandleWork(CtxPtr ctx) {
 Plan HandleDownloads(CtxPtr ctx) {
   if (!IsPlainId(ctx->args[0])) return Plan::Fail(Status::NotFound("no such job"));
   FieldReader r(ctx->body);
+  static const char* const kKeys[] = {"epoch", nullptr};
+  r.OnlyKeys(kKeys);
   int64_t epoch = 0;
   ReadEpoch(r, &epoch);
   if (!r.ok()) return Plan::Fail(r.status());

@@ -1,10 +1,12 @@
 // The coordinator's HTTP shell (see http_server.h): core plans driven on the event loop.
 #include "coordinator/native/http_server.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "coordinator/dashboard/assets.h"
+#include "coordinator/native/blob/blob_admission.h"
 #include "coordinator/native/blob/blob_transfer.h"
 #include "coordinator/native/db/read_pool.h"
 #include "coordinator/native/http/event_loop.h"
@@ -39,13 +41,15 @@ core::HttpResponse AssetResponse(const dashboard::Asset& a) {
 class PlanHandler : public HttpHandler {
  public:
   PlanHandler(EventLoop* loop, const core::Coordinator* coord, PlanRunner* runner,
-              GroupCommitter* committer, ReadPool* reads, BlobDeps blob_deps)
+              GroupCommitter* committer, ReadPool* reads, BlobDeps blob_deps,
+              BlobAdmission* admission)
       : loop_(loop),
         coord_(coord),
         runner_(runner),
         committer_(committer),
         reads_(reads),
         blob_deps_(blob_deps),
+        admission_(admission),
         max_body_(coord->config().max_request_body) {}
 
   HeadAction OnHead(HttpConn* c) override;
@@ -63,6 +67,7 @@ class PlanHandler : public HttpHandler {
   GroupCommitter* committer_;
   ReadPool* reads_;
   BlobDeps blob_deps_;
+  BlobAdmission* admission_;
   int64_t max_body_;
   // Batches of this loop turn, handed over together at its end (one wake-up each).
   BatchItems read_batches_, write_batches_;
@@ -81,9 +86,25 @@ HeadAction PlanHandler::OnHead(HttpConn* c) {
     if (!checked.ok()) return HeadAction::Answer(core::HttpResponse::Error(checked.status()));
     grant = std::move(checked).value();
   }
-  return HeadAction::TakeOver([deps = blob_deps_, grant = std::move(grant)](HttpConn& conn) {
-    return ServeBlob(deps, grant, conn);
-  });
+  // One upload per key, bounded transfers per key and in all: refused here, on the loop, so a
+  // refused client never holds a worker.
+  std::shared_ptr<BlobAdmission::Ticket> ticket;
+  if (!grant.key.empty()) {
+    auto admitted = admission_->Admit(grant.key, method == "PUT");
+    if (!admitted.ok()) {
+      core::HttpResponse r = core::HttpResponse::Error(admitted.status());
+      if (admitted.status().code() == Code::kUnavailable)
+        r.headers.emplace_back("Retry-After", "1");
+      return HeadAction::Answer(std::move(r));
+    }
+    ticket = std::move(admitted).value();
+  }
+  return HeadAction::TakeOver(
+      [deps = blob_deps_, grant = std::move(grant), ticket](HttpConn& conn) mutable {
+        bool keep = ServeBlob(deps, grant, conn);
+        ticket.reset();  // the slot is free once the answer is written
+        return keep;
+      });
 }
 
 void PlanHandler::OnRequest(HttpConn* c) {
@@ -145,7 +166,10 @@ void PlanHandler::EndTurn() {
 }  // namespace
 
 HttpServer::HttpServer(HttpServerOptions options)
-    : db_readers_(options.db_readers), loop_(std::move(options.loop)) {}
+    : db_readers_(options.db_readers),
+      blob_min_rate_(options.blob_min_rate),
+      blob_rate_grace_s_(options.blob_rate_grace_s),
+      loop_(std::move(options.loop)) {}
 
 HttpServer::~HttpServer() {
   Stop();
@@ -168,7 +192,16 @@ Status HttpServer::Serve(const core::Coordinator* coordinator, PlanRunner* runne
   deps.clock = clock;
   deps.io_timeout_ms = int(loop_.options().io_timeout_s * 1000);
   deps.stopping = loop_.stopping();
-  PlanHandler handler(&loop_, coordinator, runner, *committer, reads->get(), deps);
+  deps.min_rate = blob_min_rate_;
+  deps.rate_grace_ms = int64_t(blob_rate_grace_s_ * 1000);
+  // Transfers hold workers; a few are always left for background tasks and for the transfers
+  // of other clients.
+  const int workers = loop_.options().workers;
+  BlobAdmissionLimits limits;
+  limits.max_total = std::max(1, workers - std::max(2, workers / 8));
+  limits.max_per_key = std::max(1, std::min(8, limits.max_total / 4));
+  BlobAdmission admission(limits);
+  PlanHandler handler(&loop_, coordinator, runner, *committer, reads->get(), deps, &admission);
   // Returns once every connection is closed and the workers are idle; the read pool goes after.
   return loop_.Serve(&handler);
 }

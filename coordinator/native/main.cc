@@ -23,6 +23,7 @@
 #include "coordinator/native/options.h"
 #include "coordinator/native/rate_limiter.h"
 #include "shared/native/files.h"
+#include "shared/sha256.h"
 
 using namespace gleaner;
 using namespace gleaner::native;
@@ -151,6 +152,8 @@ int Serve(const std::vector<std::string>& args) {
   http.loop.io_timeout_s = opts.io_timeout_s;
   http.loop.tls = tls.get();
   http.db_readers = opts.db_readers;
+  http.blob_min_rate = opts.blob_min_rate;
+  http.blob_rate_grace_s = opts.blob_rate_grace_s;
   HttpServer server(http);
   auto port = server.Bind();
   if (!port.ok()) return Fail(port.status().message());
@@ -193,10 +196,24 @@ int Serve(const std::vector<std::string>& args) {
   if (self_host.find(':') != std::string::npos) self_host = "[" + self_host + "]";
   std::string self_url =
       std::string(tls ? "https://" : "http://") + self_host + ":" + std::to_string(*port);
+  if (opts.pool.provider == "local" && opts.pool.local.enroll_token.empty()) {
+    // The local pool's agents enroll with a key of their own: derived from the signing key so
+    // that agents adopted after a restart can still register, and only an enroll key.
+    opts.pool.local.enroll_token =
+        "glt_" + HexEncode(HmacSha256(opts.core.blob_signing_key, "gleaner local pool enroll"));
+    core::Coordinator boot(opts.core);
+    st = RunStartupPlan(
+        runner,
+        [&] {
+          return boot.PoolEnrollKeyPlan(opts.pool.local.enroll_token, DefaultClock().NowMs());
+        },
+        "local pool enroll key");
+    if (!st.ok()) return Fail(st.message());
+  }
   auto pool = MakePoolProvider(opts.pool, self_url, opts.data_dir);
   if (!pool.ok()) return Fail(pool.status().message());
   MaintenanceLoop maintenance(&coordinator, &runner, &DefaultClock(), opts.maintenance_period_s,
-                              pool->get());
+                              pool->get(), &blobs);
   maintenance.Start();
 
   std::thread signal_thread([&] {

@@ -7,8 +7,14 @@
 namespace gleaner::native {
 
 MaintenanceLoop::MaintenanceLoop(const core::Coordinator* coordinator, PlanRunner* runner,
-                                 const Clock* clock, double period_s, PoolProvider* pool)
-    : coordinator_(coordinator), runner_(runner), clock_(clock), period_s_(period_s), pool_(pool) {}
+                                 const Clock* clock, double period_s, PoolProvider* pool,
+                                 BlobStore* blobs)
+    : coordinator_(coordinator),
+      runner_(runner),
+      clock_(clock),
+      period_s_(period_s),
+      pool_(pool),
+      blobs_(blobs) {}
 
 MaintenanceLoop::~MaintenanceLoop() {
   Stop();
@@ -44,6 +50,12 @@ core::HttpResponse MaintenanceLoop::TickOnce() {
     }
   }
   core::Plan plan = runner_->Run(coordinator_->MaintenancePlan(clock_->NowMs(), observed));
+  if (blobs_ != nullptr) {
+    for (const std::string& key : plan.blob_deletes()) {
+      Status st = blobs_->Delete(key);
+      if (!st.ok()) LogWarn("blob delete failed", {{"key", key}, {"error", st.ToString()}});
+    }
+  }
   double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   core::HttpResponse& r = plan.response();

@@ -162,6 +162,13 @@ const std::vector<Spec>& Specs() {
       {"io-timeout", Kind::kSeconds,
        "a socket read or write that makes no progress this long fails, seconds (30)",
        SECS(io_timeout_s)},
+      {"blob-min-rate", Kind::kInt,
+       "blob transfers slower than this many bytes per second on average, after the grace, "
+       "are ended (16384)",
+       INT(blob_min_rate, int64_t)},
+      {"blob-rate-grace", Kind::kSeconds,
+       "seconds a blob transfer may take before its average rate is checked (10)",
+       SECS(blob_rate_grace_s)},
       {"log-level", Kind::kString, "debug, info, warn or error (info)", STR(log_level)},
       {"tls-cert", Kind::kString,
        "PEM certificate (then intermediates): serve HTTPS; re-read on SIGHUP", STR(tls_cert)},
@@ -381,11 +388,9 @@ Result<ServeOptions> ParseServeOptions(const std::vector<std::string>& args, con
   if (const char* v = env("AWS_SECRET_ACCESS_KEY")) o.core.s3.secret_access_key = v;
 
   if (const char* v = env("SALAD_API_KEY")) o.pool.salad.api_key = v;
-  if (const char* v = env("GLEANER_POOL_ENROLL_TOKEN")) {
-    o.pool.local.enroll_token = v;
-  } else if (const char* t = env("GLEANER_OPERATOR_TOKEN")) {
-    o.pool.local.enroll_token = t;
-  }
+  // Without it, the local pool's agents get an enroll key of their own (main.cc), never the
+  // operator token.
+  if (const char* v = env("GLEANER_POOL_ENROLL_TOKEN")) o.pool.local.enroll_token = v;
   GLEANER_RETURN_IF_ERROR(o.pool.Validate());
   if (!seen.count("stall-after")) o.core.stall_after_s = 2 * o.core.heartbeat_interval_s;
   if (o.db.empty()) return Status::Invalid("--db is required (or GLEANER_DB)");
@@ -402,6 +407,9 @@ Result<ServeOptions> ParseServeOptions(const std::vector<std::string>& args, con
   }
   if (o.header_timeout_s < 0.1 || o.header_timeout_s > 3600) {
     return Status::Invalid("--header-timeout must be in [0.1, 3600] seconds");
+  }
+  if (o.blob_min_rate < 1 || !(o.blob_rate_grace_s >= 0.1 && o.blob_rate_grace_s <= 3600)) {
+    return Status::Invalid("--blob-min-rate must be >= 1 and --blob-rate-grace in [0.1, 3600]");
   }
   if (!(o.io_timeout_s >= 0.1 && o.io_timeout_s <= 3600)) {
     return Status::Invalid("--io-timeout must be in [0.1, 3600] seconds");

@@ -210,12 +210,18 @@ test("bodies over the limit are 413", async () => {
   expectError(await call("POST", "/v1/jobs", { token: t, raw: big, headers: { "content-type": "application/json" } }), 413, "too_large");
 });
 
-test("node registration: same machine keeps its id, the old token is revoked", async () => {
+test("node registration: same machine keeps its id with its node secret, the old token is revoked", async () => {
   const enroll = await newKey("enroll");
   const body = { machine_id: `m-${uid()}`, gpu: { name: "RTX 3090", vram_mb: 24000 }, agent_version: "0.1.0" };
   const a = expectOk(await call("POST", "/v1/nodes/register", { token: enroll, body }));
-  const b = expectOk(await call("POST", "/v1/nodes/register", { token: enroll, body }));
+  assert.equal(typeof a.node_secret, "string");
+  // The enroll token alone does not take the machine over.
+  const impostor = await call("POST", "/v1/nodes/register", { token: enroll, body });
+  expectError(impostor, 409, "conflict");
+  assert.match(impostor.json.error.message, /--machine-id/);
+  const b = expectOk(await call("POST", "/v1/nodes/register", { token: enroll, body: { ...body, node_secret: a.node_secret } }));
   assert.equal(a.node_id, b.node_id);
+  assert.equal(b.node_secret, undefined);
   assert.notEqual(a.token, b.token);
   expectError(await call("POST", "/v1/work", { token: a.token, body: {} }), 401, "unauthenticated");
   const w = await call("POST", "/v1/work", { token: b.token, body: {} });
@@ -371,10 +377,16 @@ test("complete: outputs uploaded, result URLs download the same bytes, later wri
     const job = expectOk(await dev.submit(synthetic(5)), 201);
     const { lease } = expectOk(await claim(node));
     const bytes = randomBytes(1500);
+    const outputs = (b) => [{ name: "lora.safetensors", sha256: sha256(b), size: b.length }];
     const out = expectOk(await call("POST", `/v1/jobs/${job.id}/outputs`, { token: node.token, body: { epoch: lease.epoch, name: "lora.safetensors" } }));
     const put = await putBlob(out.url, bytes);
     assert.ok(put.status >= 200 && put.status < 300, `PUT ${put.status}: ${put.text}`);
     expectError(await call("GET", `/v1/jobs/${job.id}/result`, { token: await dev.token() }), 409, "conflict");
+    // Completion before the last step is reported is refused: nothing was trained.
+    const early = await call("POST", `/v1/jobs/${job.id}/complete`, { token: node.token, body: { epoch: lease.epoch, outputs: outputs(bytes) } });
+    expectError(early, 409, "conflict");
+    assert.match(early.json.error.message, /step 0 of 5/);
+    expectOk(await call("POST", `/v1/jobs/${job.id}/heartbeat`, { token: node.token, body: { epoch: lease.epoch, step: 5 } }));
     expectOk(
       await call("POST", `/v1/jobs/${job.id}/complete`, {
         token: node.token,

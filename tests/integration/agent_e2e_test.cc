@@ -249,3 +249,25 @@ TEST_CASE("agents ride out a coordinator restart and nothing is lost", "[agent][
   CHECK(a.process().Running());
   CHECK(b.process().Running());
 }
+
+TEST_CASE("two agents on one machine: the second stops at once, naming --machine-id",
+          "[agent][e2e]") {
+  TempDir dir("gleaner-e2e-twins");
+  Fleet fleet(dir.path());
+  REQUIRE(fleet.ok());
+  AgentProcess& a = fleet.AddAgent("a", {}, {"--machine-id", "one-pc"});
+  AgentProcess& b = fleet.AddAgent("b", {}, {"--machine-id", "one-pc"});
+  std::string error;
+  REQUIRE(a.Start(&error));
+  REQUIRE(WaitUntil([&] { return !a.NodeId().empty(); }, Millis(10000)));
+  REQUIRE(b.Start(&error));
+  std::optional<ExitStatus> ended = b.process().Wait(Millis(10000));
+  INFO(Tail(b.Log()));
+  REQUIRE(ended.has_value());
+  CHECK(!ended->clean());
+  CHECK(b.Log().find("--machine-id") != std::string::npos);
+  CHECK(b.NodeId().empty());
+  // The first keeps its identity.
+  CHECK(a.process().Running());
+  CHECK(a.Log().find("token refused") == std::string::npos);
+}

@@ -15,16 +15,21 @@ using namespace gleaner::testing;
 
 namespace {
 
-std::set<std::string> PoolDirs(const std::string& dir) {
+// Names in dir that start with prefix.
+std::set<std::string> Entries(const std::string& dir, const std::string& prefix) {
   std::set<std::string> out;
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return out;
   while (dirent* e = readdir(d)) {
     std::string n = e->d_name;
-    if (n.rfind("local-", 0) == 0) out.insert(n);
+    if (n.rfind(prefix, 0) == 0) out.insert(n);
   }
   closedir(d);
   return out;
+}
+
+std::set<std::string> PoolDirs(const std::string& dir) {
+  return Entries(dir, "local-");
 }
 
 }  // namespace
@@ -34,10 +39,11 @@ TEST_CASE("local pool: autoscaled agents, bad node reallocated, replacement work
   TempDir dir("gleaner-pool-local");
   // The first agent the pool starts ("local-<ms>-1") fails every job it runs.
   std::string wrapper = dir.File("agent-wrapper.sh");
-  REQUIRE(WriteFile(wrapper,
-                    "#!/bin/sh\ncase \" $* \" in *\"-1 \"*) "
-                    "export GLEANER_SYNTHETIC_FAIL_AT_STEP=1;; esac\nexec \"" +
-                        BinPath("gleaner-agent") + "\" \"$@\"\n"));
+  // Each agent's environment is kept, to check which secrets it was given.
+  REQUIRE(WriteFile(wrapper, "#!/bin/sh\nenv > \"" + dir.File("agent-env-") +
+                                 "$$\"\ncase \" $* \" in *\"-1 \"*) "
+                                 "export GLEANER_SYNTHETIC_FAIL_AT_STEP=1;; esac\nexec \"" +
+                                 BinPath("gleaner-agent") + "\" \"$@\"\n"));
   REQUIRE(chmod(wrapper.c_str(), 0755) == 0);
   const std::string pool_dir = dir.File("pool");
   Fleet fleet(dir.path(), 0.2,
@@ -62,6 +68,23 @@ TEST_CASE("local pool: autoscaled agents, bad node reallocated, replacement work
     CHECK(fleet.ResultChain(id) == ExpectedChain(seeds[id], 120) + "\n");
   }
   HttpClient op = fleet.coordinator().OperatorClient();
+  // The agents enrolled with an enroll key of their own, never the operator token.
+  int envs = 0;
+  for (const std::string& f : Entries(dir.path(), "agent-env-")) {
+    ++envs;
+    const std::string env = ReadFile(dir.File(f));
+    CHECK(env.find(CoordinatorOptions().operator_token) == std::string::npos);
+    size_t at = env.find("GLEANER_ENROLL_TOKEN=");
+    REQUIRE(at != std::string::npos);
+    const std::string token = env.substr(at + 21, env.find('\n', at) - at - 21);
+    CHECK(fleet.coordinator().Client(token).Get("/v1/nodes").status == 403);  // not an operator
+  }
+  CHECK(envs >= 3);
+  bool pool_key = false;
+  for (const Json& k : op.Get("/v1/keys").json()["keys"]) {
+    pool_key = pool_key || (k["name"] == "local-pool" && k["role"] == "enroll");
+  }
+  CHECK(pool_key);
   Json nodes = op.Get("/v1/nodes").json()["nodes"];
   INFO(DumpJson(nodes));
   std::string bad_machine;

@@ -163,7 +163,10 @@ TEST_CASE("SIGKILL and restart between steps loses nothing", "[coordinator][rest
   CHECK(coord.Client(n1->token).Post(base + "/heartbeat", {{"epoch", epoch}, {"step", 6}}).status ==
         409);
 
-  // n2 finishes: output URL, PUT, complete.
+  // n2 finishes: the last step, output URL, PUT, complete.
+  REQUIRE(
+      coord.Client(n2->token).Post(base + "/heartbeat", {{"epoch", epoch2}, {"step", 20}}).status ==
+      200);
   HttpResult out =
       coord.Client(n2->token).Post(base + "/outputs", {{"epoch", epoch2}, {"name", "chain.txt"}});
   REQUIRE(out.status == 200);

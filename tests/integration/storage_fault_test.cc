@@ -402,6 +402,10 @@ TEST_CASE("a committed checkpoint or output is never replaced through its PUT UR
   CHECK(HttpClient::Fetch("PUT", u.url, a).status == 204);  // a retry of the same bytes is fine
   CHECK(rig.TempFiles().empty());
 
+  REQUIRE(
+      rig.Node()
+          .Post("/v1/jobs/" + rig.job() + "/heartbeat", {{"epoch", rig.epoch()}, {"step", 100000}})
+          .status == 200);
   HttpResult out = rig.Node().Post("/v1/jobs/" + rig.job() + "/outputs",
                                    {{"epoch", rig.epoch()}, {"name", "result.bin"}});
   REQUIRE(out.status == 200);

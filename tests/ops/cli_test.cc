@@ -135,6 +135,25 @@ TEST_CASE("gleaner CLI: upload, submit --wait, status, logs, download, report, n
   ToolRun q = cli.Run(op, {"nodes", "quarantine", agent.NodeId(), "--reason", "cli test"});
   CHECK(q.code == 0);
   CHECK(q.out == agent.NodeId() + " quarantined\n");
+  // Keys: listed without tokens; a revoked key is refused.
+  CliResult extra = cli.Run(op, {"keys", "create", "--role", "developer", "--name", "mallory"});
+  REQUIRE(extra.code == 0);
+  const std::string extra_token = Line(extra.out);
+  CliResult keys = cli.Run(op, {"keys", "list", "--json"});
+  REQUIRE(keys.code == 0);
+  std::string mallory;
+  for (const Json& k : Json::parse(keys.out, nullptr, false)["keys"]) {
+    if (k["name"] == "mallory") mallory = k["id"].get<std::string>();
+  }
+  REQUIRE(!mallory.empty());
+  CHECK(keys.out.find(extra_token) == std::string::npos);
+  CHECK(cli.Run(op, {"keys", "list"}).out.find("mallory") != std::string::npos);
+  CliResult revoke = cli.Run(op, {"keys", "revoke", mallory});
+  CHECK(revoke.code == 0);
+  CHECK(revoke.out == mallory + " revoked\n");
+  CliResult refused = cli.Run(extra_token, {"list"});
+  CHECK(refused.code == 2);
+  CHECK(refused.err.find("401") != std::string::npos);
 
   // /metrics: the core's gauges and this process's counters, one job claimed and completed.
   HttpResult metrics = fleet.coordinator().OperatorClient().Get("/metrics");

@@ -1,8 +1,10 @@
 #include "coordinator/native/blob/blob_transfer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 
+#include "coordinator/native/http/http_exchange.h"
 #include "coordinator/native/log.h"
 #include "coordinator/native/metrics.h"
 #include "coordinator/native/request_log.h"
@@ -18,7 +20,11 @@ constexpr int64_t kDrainLimit = int64_t(8) << 20;
 class Exchange {
  public:
   Exchange(const BlobDeps& deps, const core::BlobGrant& grant, HttpConn& conn)
-      : deps_(deps), grant_(grant), c_(conn), req_(conn.parser.request()) {
+      : deps_(deps),
+        grant_(grant),
+        c_(conn),
+        req_(conn.parser.request()),
+        start_(std::chrono::steady_clock::now()) {
     c_.decoder = http::BodyDecoder(req_.body, req_.content_length);
     keep_alive_ = req_.keep_alive;
   }
@@ -45,6 +51,16 @@ class Exchange {
     }
     return Respond(core::HttpResponse::Error(st));
   }
+  // How long the next socket read, or the write of `extra` more bytes, may wait (ms): until the
+  // average rate would fall below min_rate, at most io_timeout. <= 0: too slow already.
+  int BudgetMs(int64_t extra = 0) const {
+    const int64_t elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::steady_clock::now() - start_)
+                                .count();
+    const int64_t allowed =
+        deps_.rate_grace_ms + (moved_ + extra) * 1000 / std::max<int64_t>(1, deps_.min_rate);
+    return int(std::min<int64_t>(allowed - elapsed, deps_.io_timeout_ms));
+  }
   // The server drains: this answer is the connection's last (it says Connection: close).
   bool Stopping() const { return deps_.stopping != nullptr && deps_.stopping->load(); }
   bool SendContinue() {
@@ -60,6 +76,9 @@ class Exchange {
   const http::Request& req_;
   bool keep_alive_ = true;
   bool sent_continue_ = false;
+  bool too_slow_ = false;  // a body fell below the minimum rate
+  const std::chrono::steady_clock::time_point start_;
+  int64_t moved_ = 0;  // body bytes read or written on the socket
   std::string chunk_;
 };
 
@@ -83,8 +102,17 @@ Exchange::Read Exchange::ReadBody(Sink sink) {
       continue;
     }
     size_t n = 0;
-    auto io = c_.transport.ReadWait(buf, sizeof buf, &n, deps_.io_timeout_ms);
-    if (io != Transport::Io::kOk) return Read::kBroken;
+    const int budget = BudgetMs();
+    if (budget <= 0) {
+      too_slow_ = true;
+      return Read::kBroken;
+    }
+    auto io = c_.transport.ReadWait(buf, sizeof buf, &n, budget);
+    if (io != Transport::Io::kOk) {
+      too_slow_ = budget < deps_.io_timeout_ms && BudgetMs() <= 0;
+      return Read::kBroken;
+    }
+    moved_ += int64_t(n);
     size_t used = 0;
     chunk_.clear();
     auto st = c_.decoder.Decode(buf, n, &used, &chunk_);
@@ -140,6 +168,11 @@ bool Exchange::Put() {
   if (r == Read::kBroken) {
     writer->reset();
     keep_alive_ = false;
+    if (too_slow_) {
+      return Respond(FramingError(408, "the request body arrived slower than " +
+                                           std::to_string(deps_.min_rate) +
+                                           " bytes per second on average"));
+    }
     return Respond(core::HttpResponse::Error(Status::Invalid("could not read the request body")));
   }
   if (!write_status.ok()) {
@@ -228,7 +261,15 @@ bool Exchange::Get() {
         sent = false;
         break;
       }
-      sent = c_.transport.WriteAll(buf.get(), *got, deps_.io_timeout_ms);
+      // A reader slower than the minimum rate is cut off (the response stays short); slices
+      // keep one slow write from outliving its share of the budget.
+      for (size_t off = 0; sent && off < *got;) {
+        const size_t slice = std::min<size_t>(*got - off, 64 * 1024);
+        const int budget = BudgetMs(int64_t(slice));
+        sent = budget > 0 && c_.transport.WriteAll(buf.get() + off, slice, budget);
+        off += slice;
+        moved_ += int64_t(slice);
+      }
       at += int64_t(*got);
     }
   }

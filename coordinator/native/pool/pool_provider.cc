@@ -51,7 +51,7 @@ Status PoolOptions::Validate() const {
           "--salad-container-group");
     }
     if (salad.api_key.empty()) return Status::Invalid("--pool-provider salad needs SALAD_API_KEY");
-    return Status::Ok();
+    return CheckSaladNames(salad);
   }
   if (provider == "kubernetes") {
     if (kubernetes.deployment.empty()) {

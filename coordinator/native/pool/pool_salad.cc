@@ -7,9 +7,32 @@ namespace {
 
 constexpr int kMaxReplicas = 500;  // the container group API's bound
 
+// SaladCloud's name pattern: ^[a-z][a-z0-9-]{0,61}[a-z0-9]$.
+bool SaladName(const std::string& s) {
+  if (s.size() < 2 || s.size() > 63 || !(s[0] >= 'a' && s[0] <= 'z') || s.back() == '-') {
+    return false;
+  }
+  for (char c : s) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  }
+  return true;
+}
+
+// A string member, or "" when absent or of another type (outside input never aborts).
+std::string Str(const Json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+int Count(const Json& counts, const char* key) {
+  auto it = counts.find(key);
+  return it != counts.end() && it->is_number_integer() ? it->get<int>() : 0;
+}
+
 class SaladPool : public PoolProvider {
  public:
-  SaladPool(SaladOptions o, PoolApi api) : o_(std::move(o)), api_(std::move(api)) {
+  SaladPool(SaladOptions o, PoolApi api)
+      : o_(std::move(o)), api_(std::move(api)), names_(CheckSaladNames(o_)) {
     while (!o_.api_url.empty() && o_.api_url.back() == '/') o_.api_url.pop_back();
     base_ = o_.api_url + "/organizations/" + o_.organization + "/projects/" + o_.project +
             "/containers/" + o_.group;
@@ -49,9 +72,10 @@ class SaladPool : public PoolProvider {
     for (const Json& i : list) {
       if (!i.is_object()) continue;
       PoolInstance p;
-      p.id = i.value("instance_id", "");
-      p.machine_id = i.value("machine_id", "");
-      p.state = i.value("state", "");
+      p.id = Str(i, "id");
+      if (p.id.empty()) p.id = Str(i, "instance_id");
+      p.machine_id = Str(i, "machine_id");
+      p.state = Str(i, "state");
       if (!p.id.empty()) out.push_back(std::move(p));
     }
     return out;
@@ -89,6 +113,7 @@ class SaladPool : public PoolProvider {
 
   Result<Json> Call(const std::string& method, const std::string& url, const std::string& body,
                     const std::string& what) {
+    if (!names_.ok()) return names_;
     net::HttpCall call;
     call.method = method;
     call.url = url;
@@ -101,8 +126,9 @@ class SaladPool : public PoolProvider {
     return api_.SendJson(std::move(call), "salad " + what);
   }
 
-  // replicas, current_state.status and current_state.instance_status_counts.running_count
-  // (falls back to replicas when the counts are missing).
+  // replicas, current_state.status and current_state.instance_status_counts: running plus
+  // starting (allocating, creating) instances (falls back to replicas when the counts are
+  // missing).
   Result<GroupState> Group() {
     auto body = Call("GET", base_, "", "read the container group");
     if (!body.ok()) return body.status();
@@ -114,12 +140,11 @@ class SaladPool : public PoolProvider {
     s.running = s.replicas;
     if (g.contains("current_state") && g["current_state"].is_object()) {
       const Json& cs = g["current_state"];
-      s.status = cs.value("status", "");
+      s.status = Str(cs, "status");
       if (cs.contains("instance_status_counts") && cs["instance_status_counts"].is_object()) {
         const Json& c = cs["instance_status_counts"];
-        if (c.contains("running_count") && c["running_count"].is_number_integer()) {
-          s.running = c["running_count"].get<int>();
-        }
+        s.running =
+            Count(c, "running_count") + Count(c, "allocating_count") + Count(c, "creating_count");
       }
     }
     if (s.status == "stopped") s.running = 0;
@@ -128,10 +153,24 @@ class SaladPool : public PoolProvider {
 
   SaladOptions o_;
   PoolApi api_;
+  Status names_;
   std::string base_;
 };
 
 }  // namespace
+
+Status CheckSaladNames(const SaladOptions& o) {
+  for (const auto& [what, name] :
+       {std::pair{"--salad-organization", &o.organization},
+        std::pair{"--salad-project", &o.project}, std::pair{"--salad-container-group", &o.group}}) {
+    if (!SaladName(*name)) {
+      return Status::Invalid(std::string(what) + " '" + name->substr(0, 80) +
+                             "' is not a SaladCloud name (lowercase letters, digits and '-', "
+                             "starting with a letter, 2 to 63 characters)");
+    }
+  }
+  return Status::Ok();
+}
 
 std::unique_ptr<PoolProvider> MakeSaladPool(SaladOptions options, PoolApi api) {
   return std::make_unique<SaladPool>(std::move(options), std::move(api));

@@ -26,7 +26,7 @@ const char* const kCallerNames[] = {"operator",    "developer-owner", "developer
 struct World {
   TestEnv env;
   std::string tokens[kCallers];
-  std::string job, node_id, other_node_id, ckpt_sha, out_sha, sample_sha;
+  std::string job, node_id, other_node_id, key_id, ckpt_sha, out_sha, sample_sha;
   int64_t ckpt_size = 0, out_size = 0, sample_size = 0;
 
   World() {
@@ -40,8 +40,13 @@ struct World {
     tokens[kEnroll] = env.Key("enroll");
     node_id = holder.id;
     other_node_id = other.id;
+    key_id =
+        env.Query("SELECT id FROM api_keys WHERE token_hash = ?", {Sha256Hex(tokens[kDevOther])})
+            .Get(0, "id")
+            .AsText();
     job = env.Submit(tokens[kDevOwner], 100);
     REQUIRE(env.ClaimedJob(holder) == job);
+    REQUIRE(env.Heartbeat(holder, job, 1, 100).status == 200);  // the last step: may complete
     Resp url =
         env.Post("/v1/jobs/" + job + "/checkpoints", holder.token, {{"epoch", 1}, {"step", 10}});
     REQUIRE(url.status == 200);
@@ -67,8 +72,8 @@ struct World {
 
   void Revoke(Caller c) {
     if (c == kNodeHolder || c == kNodeOther) {
-      // Nodes have no revocation column: a revoked node token is one the database no longer
-      // knows (its node row was deleted or its token rotated).
+      // A revoked node token is one the database no longer knows (its token was rotated or
+      // the node revoked: POST /v1/nodes/{id}/revoke replaces the hash).
       env.Query("UPDATE nodes SET token_hash = 'rotated-' || id WHERE token_hash = ?",
                 {Sha256Hex(tokens[c])});
     } else {
@@ -93,10 +98,13 @@ struct Cell {
 const Cell kTable[] = {
     {"GET", "/healthz", {200, 200, 200, 200, 200, 200}},
     {"POST", "/v1/keys", {201, 403, 403, 403, 403, 403}},
+    {"GET", "/v1/keys", {200, 403, 403, 403, 403, 403}},
+    {"POST", "/v1/keys/{key}/revoke", {200, 403, 403, 403, 403, 403}},
     {"POST", "/v1/nodes/register", {200, 403, 403, 403, 403, 200}},
     {"GET", "/v1/nodes", {200, 403, 403, 403, 403, 403}},
     {"POST", "/v1/nodes/{node}/quarantine", {200, 403, 403, 403, 403, 403}},
     {"POST", "/v1/nodes/{node}/restore", {200, 403, 403, 403, 403, 403}},
+    {"POST", "/v1/nodes/{node}/revoke", {200, 403, 403, 403, 403, 403}},
     {"POST", "/v1/uploads", {201, 201, 201, 403, 403, 403}},
     {"POST", "/v1/jobs", {201, 201, 201, 403, 403, 403}},
     {"GET", "/v1/jobs", {200, 200, 200, 403, 403, 403}},
@@ -189,6 +197,7 @@ Resp Call(World& w, const Cell& cell, Caller c, const std::string& token) {
   };
   fill("{job}", w.job);
   fill("{node}", w.node_id);
+  fill("{key}", w.key_id);
   std::string method = cell.method;
   std::string body = method == "GET" ? "" : DumpJson(BodyFor(w, cell.pattern, c));
   return w.env.Raw(method, path, token, body);
@@ -200,8 +209,8 @@ TEST_CASE("the access table covers every route", "[acl]") {
   std::map<std::string, int> covered;
   for (const Cell& cell : kTable) {
     std::string p = cell.pattern;
-    for (auto [hole, name] :
-         {std::pair{"{job}", "{id}"}, std::pair{"{node}", "{id}"}, std::pair{"/10/", "/{step}/"}}) {
+    for (auto [hole, name] : {std::pair{"{job}", "{id}"}, std::pair{"{node}", "{id}"},
+                              std::pair{"{key}", "{id}"}, std::pair{"/10/", "/{step}/"}}) {
       size_t at = p.find(hole);
       if (at != std::string::npos) p.replace(at, std::string(hole).size(), name);
     }

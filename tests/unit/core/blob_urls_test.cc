@@ -151,6 +151,7 @@ TEST_CASE("S3 mode: URLs are presigned and commits take the agent's word", "[blo
   Resp commit = env.Post("/v1/jobs/" + job + "/checkpoints/10/commit", n.token,
                          {{"epoch", 1}, {"sha256", sha}, {"size", 4}});
   CHECK(commit.status == 200);
+  REQUIRE(env.Heartbeat(n, job, 1, 20).status == 200);
   Resp done =
       env.Post("/v1/jobs/" + job + "/complete", n.token,
                {{"epoch", 1},

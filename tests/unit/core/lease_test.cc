@@ -183,6 +183,21 @@ TEST_CASE("complete: outputs verified, segment closed, counters, result URLs", "
   CHECK(env.JobState(run.job) == "running");
   env.Advance(30);
   REQUIRE(env.Heartbeat(run.node, run.job, 1, 90).status == 200);
+  // Completion before the last step is reported: 409, still running.
+  Resp out = env.Post(base + "/outputs", run.node.token, {{"epoch", 1}, {"name", "chain.txt"}});
+  REQUIRE(out.status == 200);
+  const std::string bytes = "chain of " + run.job + "\n";
+  env.StoreBlob(out.json["key"].get<std::string>(), bytes);
+  Resp early = env.Post(base + "/complete", run.node.token,
+                        {{"epoch", 1},
+                         {"outputs", Json::array({{{"name", "chain.txt"},
+                                                   {"sha256", Sha256Hex(bytes)},
+                                                   {"size", int64_t(bytes.size())}}})}});
+  CHECK(early.status == 409);
+  CHECK(early.json["error"]["message"].get<std::string>().find("step 90 of 100") !=
+        std::string::npos);
+  CHECK(env.JobState(run.job) == "running");
+  CHECK(env.Scalar("SELECT jobs_completed FROM nodes WHERE id = ?", {run.node.id}) == 0);
   Resp done = env.Complete(run.node, run.job, 1);
   REQUIRE(done.status == 200);
   CHECK(done.json["state"] == "completed");

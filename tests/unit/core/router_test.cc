@@ -60,8 +60,18 @@ TEST_CASE("401 for a missing, malformed, unknown or revoked token", "[router]") 
 
 TEST_CASE("node re-registration keeps the node id and revokes the old token", "[router]") {
   TestEnv env;
-  NodeRef first = env.Node("machine-1");
-  NodeRef second = env.Node("machine-1", 48000, "RTX 6000");
+  const std::string enroll = env.Key("enroll");
+  Json body = {{"machine_id", "machine-1"},
+               {"gpu", {{"name", "RTX 4090"}, {"vram_mb", 24000}}},
+               {"agent_version", "0.1.0"}};
+  Resp r1 = env.Post("/v1/nodes/register", enroll, body);
+  REQUIRE(r1.status == 200);
+  NodeRef first{r1.json["node_id"].get<std::string>(), r1.json["token"].get<std::string>()};
+  body["gpu"] = {{"name", "RTX 6000"}, {"vram_mb", 48000}};
+  body["node_secret"] = r1.json["node_secret"];
+  Resp r2 = env.Post("/v1/nodes/register", enroll, body);
+  REQUIRE(r2.status == 200);
+  NodeRef second{r2.json["node_id"].get<std::string>(), r2.json["token"].get<std::string>()};
   CHECK(second.id == first.id);
   CHECK(second.token != first.token);
   CHECK(env.Claim(first).status == 401);

@@ -8,6 +8,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include "coordinator/native/pool/pool_kubernetes.h"
 #include "coordinator/native/pool/pool_salad.h"
@@ -84,20 +85,26 @@ std::unique_ptr<PoolProvider> Salad(const StandIn& api) {
   return MakeSaladPool(o, FastApi());
 }
 
-// A container group in the given state, answering like SaladCloud.
+// A container group in the given state, answering like SaladCloud's current public API
+// (instances carry `id`; counts of allocating, creating, running and stopping instances).
+// legacy_ids: instances carry `instance_id` instead, as older API versions did.
 struct FakeGroup {
   int replicas = 2;
-  int running = 2;
+  int running = 2, allocating = 0, creating = 0, stopping = 0;
+  bool legacy_ids = false;
   std::string status = "running";
   void Answer(const httplib::Request& req, httplib::Response& res) {
     const std::string p = "/api/public" + kGroup;
     if (req.method == "GET" && req.path == p) {
-      Json g = {
-          {"name", "agents"},
-          {"replicas", replicas},
-          {"current_state",
-           {{"status", status},
-            {"instance_status_counts", {{"running_count", running}, {"creating_count", 0}}}}}};
+      Json g = {{"name", "agents"},
+                {"replicas", replicas},
+                {"current_state",
+                 {{"status", status},
+                  {"instance_status_counts",
+                   {{"allocating_count", allocating},
+                    {"creating_count", creating},
+                    {"running_count", running},
+                    {"stopping_count", stopping}}}}}};
       res.set_content(DumpJson(g), "application/json");
     } else if (req.method == "PATCH" && req.path == p) {
       auto body = ParseJson(req.body);
@@ -107,10 +114,18 @@ struct FakeGroup {
       status = req.path == p + "/start" ? "running" : "stopped";
       res.status = 202;
     } else if (req.method == "GET" && req.path == p + "/instances") {
-      res.set_content(
-          R"({"instances":[{"instance_id":"i-aaa","machine_id":"m-good","state":"running"},)"
-          R"({"instance_id":"i-bbb","machine_id":"m-bad","state":"running"}]})",
-          "application/json");
+      const char* id = legacy_ids ? "instance_id" : "id";
+      Json list = Json::array();
+      for (auto [i, m, s] :
+           {std::tuple{"i-aaa", "m-good", "running"}, std::tuple{"i-bbb", "m-bad", "running"},
+            std::tuple{"i-ccc", "m-new", "allocating"}}) {
+        list.push_back({{id, i},
+                        {"machine_id", m},
+                        {"state", s},
+                        {"update_time", "2026-11-24T10:00:00Z"},
+                        {"version", 1}});
+      }
+      res.set_content(DumpJson(Json{{"instances", list}}), "application/json");
     } else if (req.method == "POST" && req.path == p + "/instances/i-bbb/reallocate") {
       res.status = 202;
     } else {
@@ -172,25 +187,69 @@ TEST_CASE("salad: target 0 stops the group, a later target starts it again", "[p
   CHECK(g.status == "running");
 }
 
-TEST_CASE("salad: reallocates the instance that runs a quarantined machine", "[pool][salad]") {
+TEST_CASE("salad: counts running and starting instances, not stopping ones", "[pool][salad]") {
+  FakeGroup g;
+  g.replicas = 10;
+  g.running = 3;
+  g.allocating = 2;
+  g.creating = 1;
+  g.stopping = 4;
+  StandIn api([&](const httplib::Request& q, httplib::Response& r) { g.Answer(q, r); });
+  auto current = Salad(api)->Current();
+  REQUIRE(current.ok());
+  CHECK(*current == 6);
+}
+
+TEST_CASE("salad: names that are not SaladCloud names are refused before any call",
+          "[pool][salad]") {
   FakeGroup g;
   StandIn api([&](const httplib::Request& q, httplib::Response& r) { g.Answer(q, r); });
-  auto pool = Salad(api);
-  auto list = pool->Instances();
-  REQUIRE(list.ok());
-  REQUIRE(list->size() == 2);
-  CHECK((*list)[1].machine_id == "m-bad");
-  auto r = pool->Reallocate("m-bad");
-  REQUIRE(r.ok());
-  CHECK(*r);
-  auto seen = api.seen();
-  CHECK(seen.back().method == "POST");
-  CHECK(seen.back().path == "/api/public" + kGroup + "/instances/i-bbb/reallocate");
-  CHECK(seen.back().api_key == "salad-key-123");
-  auto missing = pool->Reallocate("m-unknown");
-  REQUIRE(missing.ok());
-  CHECK_FALSE(*missing);
-  CHECK(api.seen().back().method == "GET");  // looked, found nothing, sent nothing
+  for (const char* bad : {"", "a", "Acme", "acme-", "1acme", "ac/me", "ac..me", "acme?x=1"}) {
+    INFO(bad);
+    SaladOptions o;
+    o.api_url = api.url();
+    o.organization = bad;
+    o.project = "gleaner";
+    o.group = "agents";
+    o.api_key = "k";
+    CHECK(CheckSaladNames(o).code() == Code::kInvalidArgument);
+    auto pool = MakeSaladPool(o, FastApi());
+    CHECK(pool->Current().status().code() == Code::kInvalidArgument);
+    CHECK(pool->SetTarget(1).code() == Code::kInvalidArgument);
+  }
+  CHECK(api.seen().empty());
+  SaladOptions good;
+  good.organization = "acme-2";
+  good.project = "gleaner";
+  good.group = std::string(63, 'a');
+  CHECK(CheckSaladNames(good).ok());
+}
+
+TEST_CASE("salad: reallocates the instance that runs a quarantined machine", "[pool][salad]") {
+  for (bool legacy : {false, true}) {
+    INFO((legacy ? "instance_id" : "id"));
+    FakeGroup g;
+    g.legacy_ids = legacy;
+    StandIn api([&](const httplib::Request& q, httplib::Response& r) { g.Answer(q, r); });
+    auto pool = Salad(api);
+    auto list = pool->Instances();
+    REQUIRE(list.ok());
+    REQUIRE(list->size() == 3);
+    CHECK((*list)[1].id == "i-bbb");
+    CHECK((*list)[1].machine_id == "m-bad");
+    CHECK((*list)[2].state == "allocating");
+    auto r = pool->Reallocate("m-bad");
+    REQUIRE(r.ok());
+    CHECK(*r);
+    auto seen = api.seen();
+    CHECK(seen.back().method == "POST");
+    CHECK(seen.back().path == "/api/public" + kGroup + "/instances/i-bbb/reallocate");
+    CHECK(seen.back().api_key == "salad-key-123");
+    auto missing = pool->Reallocate("m-unknown");
+    REQUIRE(missing.ok());
+    CHECK_FALSE(*missing);
+    CHECK(api.seen().back().method == "GET");  // looked, found nothing, sent nothing
+  }
 }
 
 TEST_CASE("salad: 429 and 5xx are retried with backoff, an outage is an error, not a crash",
@@ -229,7 +288,7 @@ TEST_CASE("salad: 429 and 5xx are retried with backoff, an outage is an error, n
   // Nothing listening at all.
   SaladOptions o;
   o.api_url = "http://127.0.0.1:1";
-  o.organization = o.project = o.group = "x";
+  o.organization = o.project = o.group = "xy";
   o.api_key = "k";
   CHECK_FALSE(MakeSaladPool(o, FastApi())->Current().ok());
 }
