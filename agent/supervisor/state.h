@@ -23,7 +23,7 @@ struct Identity {
   std::string machine_id, node_id, token, coordinator;
   // Proves this agent is the node on re-registration (returned once by the first one; empty in
   // files written before node secrets existed).
-  std::string node_secret;
+  std::string node_secret = "";
   // The GPU advertised at registration (after the owner's VRAM ceiling); -1 = not recorded.
   std::string gpu_name = "";
   int64_t vram_mb = -1;

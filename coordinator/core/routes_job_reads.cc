@@ -166,7 +166,7 @@ Plan HandleJobEvents(CtxPtr ctx) {
             get("end_reason").is_null() ? Json(nullptr) : Json(get("end_reason").AsText())},
            {"note", get("note").is_null() ? Json(nullptr) : Json(get("note").AsText())},
            {"cost_usd", get("cost_usd").AsReal()}});
-      if (!ctx->caller.is_operator()) segments.back().erase("usd_per_hour");
+      if (!IsOperator(ctx->caller)) segments.back().erase("usd_per_hour");
     }
     Json failures = Json::array();
     const Rows& f = res.results[2];

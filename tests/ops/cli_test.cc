@@ -136,10 +136,10 @@ TEST_CASE("gleaner CLI: upload, submit --wait, status, logs, download, report, n
   CHECK(q.code == 0);
   CHECK(q.out == agent.NodeId() + " quarantined\n");
   // Keys: listed without tokens; a revoked key is refused.
-  CliResult extra = cli.Run(op, {"keys", "create", "--role", "developer", "--name", "mallory"});
+  ToolRun extra = cli.Run(op, {"keys", "create", "--role", "developer", "--name", "mallory"});
   REQUIRE(extra.code == 0);
   const std::string extra_token = Line(extra.out);
-  CliResult keys = cli.Run(op, {"keys", "list", "--json"});
+  ToolRun keys = cli.Run(op, {"keys", "list", "--json"});
   REQUIRE(keys.code == 0);
   std::string mallory;
   for (const Json& k : Json::parse(keys.out, nullptr, false)["keys"]) {
@@ -148,10 +148,10 @@ TEST_CASE("gleaner CLI: upload, submit --wait, status, logs, download, report, n
   REQUIRE(!mallory.empty());
   CHECK(keys.out.find(extra_token) == std::string::npos);
   CHECK(cli.Run(op, {"keys", "list"}).out.find("mallory") != std::string::npos);
-  CliResult revoke = cli.Run(op, {"keys", "revoke", mallory});
+  ToolRun revoke = cli.Run(op, {"keys", "revoke", mallory});
   CHECK(revoke.code == 0);
   CHECK(revoke.out == mallory + " revoked\n");
-  CliResult refused = cli.Run(extra_token, {"list"});
+  ToolRun refused = cli.Run(extra_token, {"list"});
   CHECK(refused.code == 2);
   CHECK(refused.err.find("401") != std::string::npos);
 
@@ -270,7 +270,7 @@ TEST_CASE(
   std::map<std::string, std::string> first;
   for (const std::string& id : {interrupted, plain}) {
     const std::string out = dir.File("samples-" + id);
-    CliResult r = cli.Run(fleet.developer_token(), {"jobs", "samples", id, "--out", out});
+    ToolRun r = cli.Run(fleet.developer_token(), {"jobs", "samples", id, "--out", out});
     INFO(r.err);
     REQUIRE(r.code == 0);
     CHECK(Lines(r.out) == 6);  // steps 8, 16, 24 x 2 prompts
@@ -302,14 +302,14 @@ TEST_CASE(
                     .Get("/v1/jobs/" + plain + "/result")
                     .json();
   CHECK(result["samples"]["step"] == 24);
-  CliResult key = cli.Run(op, {"keys", "create", "--role", "developer"});
+  ToolRun key = cli.Run(op, {"keys", "create", "--role", "developer"});
   REQUIRE(key.code == 0);
-  CliResult other = cli.Run(Line(key.out), {"jobs", "samples", plain, "--out", dir.File("x")});
+  ToolRun other = cli.Run(Line(key.out), {"jobs", "samples", plain, "--out", dir.File("x")});
   CHECK(other.code == 2);
   CHECK(other.err.find("no such job") != std::string::npos);
   CHECK(cli.Run(op, {"jobs", "samples"}).code == 1);
   // Sampling time in the cost report (operator).
-  CliResult cost = cli.Run(op, {"report", "--by", "job", "--json"});
+  ToolRun cost = cli.Run(op, {"report", "--by", "job", "--json"});
   REQUIRE(cost.code == 0);
   auto report = ParseJson(cost.out);
   REQUIRE(report.ok());
