@@ -145,14 +145,17 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
     }
   }
   FieldReader r(ctx->body);
-  static const char* const kKeys[] = {"epoch", "sha256", "size", nullptr};
+  // "step" repeats the path's step (agents send it); when present it must agree.
+  static const char* const kKeys[] = {"epoch", "step", "sha256", "size", nullptr};
   r.OnlyKeys(kKeys);
-  int64_t epoch = 0, size = 0;
+  int64_t epoch = 0, size = 0, body_step = step;
   std::string sha;
   ReadEpoch(r, &epoch);
+  r.Int("step", &body_step, false, 1, kMaxJobSteps);
   r.String("sha256", &sha, true, 64);
   r.Int("size", &size, true, 0, ctx->config->max_checkpoint_bytes);
   if (r.ok() && !IsSha256Hex(sha)) r.Fail("sha256 must be 64 lowercase hex characters");
+  if (r.ok() && body_step != step) r.Fail("step in the body differs from the step in the path");
   if (!r.ok()) return Plan::Fail(r.status());
   const std::string& job = ctx->args[0];
   const int64_t now = ctx->now();

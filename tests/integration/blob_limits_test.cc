@@ -75,7 +75,7 @@ TEST_CASE("blob limits: a dribbled body is cut off at the minimum rate, not per 
   CHECK(HttpClient::Fetch("PUT", up.url, data).status == 204);
 }
 
-TEST_CASE("blob limits: one upload per key; dribbling connections do not starve downloads",
+TEST_CASE("blob limits: one upload per key, and dribbling connections do not starve downloads",
           "[coordinator][blobs][limits]") {
   TempDir dir;
   CoordinatorOptions o;

@@ -81,7 +81,8 @@ TEST_CASE("local pool: autoscaled agents, bad node reallocated, replacement work
   }
   CHECK(envs >= 3);
   bool pool_key = false;
-  for (const Json& k : op.Get("/v1/keys").json()["keys"]) {
+  const Json keys = op.Get("/v1/keys").json();  // outlives the loop below
+  for (const Json& k : keys["keys"]) {
     pool_key = pool_key || (k["name"] == "local-pool" && k["role"] == "enroll");
   }
   CHECK(pool_key);

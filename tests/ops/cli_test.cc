@@ -142,7 +142,8 @@ TEST_CASE("gleaner CLI: upload, submit --wait, status, logs, download, report, n
   ToolRun keys = cli.Run(op, {"keys", "list", "--json"});
   REQUIRE(keys.code == 0);
   std::string mallory;
-  for (const Json& k : Json::parse(keys.out, nullptr, false)["keys"]) {
+  const Json listed = Json::parse(keys.out, nullptr, false);  // outlives the loop below
+  for (const Json& k : listed["keys"]) {
     if (k["name"] == "mallory") mallory = k["id"].get<std::string>();
   }
   REQUIRE(!mallory.empty());
@@ -228,7 +229,7 @@ Json SampleJob(int64_t sample_ms) {
 }  // namespace
 
 TEST_CASE(
-    "samples end to end: agent SIGTERMed while sampling, resumed; CLI downloads "
+    "samples end to end: agent SIGTERMed while sampling, resumed, and the CLI downloads "
     "byte-identical real PNGs",
     "[cli][samples]") {
   TempDir dir("gleaner-samples");

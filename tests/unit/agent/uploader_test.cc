@@ -136,7 +136,7 @@ TEST_CASE("a 409 on commit means the lease is gone: the queue is dropped", "[upl
   CHECK((*cur)->pending.size() == 1);
 }
 
-TEST_CASE("sample sets go up after their checkpoint; DropCheckpoints keeps them",
+TEST_CASE("sample sets go up after their checkpoint, and DropCheckpoints keeps them",
           "[uploader][samples]") {
   TempDir t;
   FakeCoordinator fc;

@@ -4,7 +4,7 @@
 using namespace gleaner;
 using namespace gleaner::testing;
 
-TEST_CASE("keys: listed without tokens; a revoked key is refused from then on", "[keys]") {
+TEST_CASE("keys: listed without tokens, and a revoked key is refused from then on", "[keys]") {
   TestEnv env;
   Resp made = env.Post("/v1/keys", env.operator_token, {{"role", "developer"}, {"name", "alice"}});
   REQUIRE(made.status == 201);

@@ -107,7 +107,9 @@ TEST_CASE("model files: submission checks answer 400 with the problem named", "[
   CHECK(error_of({{"files", no_sha}}).find("model.files[0].sha256") != std::string::npos);
   Json sdxl_config = {{"block_out_channels", {32, 64}},
                       {"cross_attention_dim", 32},
-                      {"addition_embed_type", "text_time"}};
+                      {"addition_embed_type", "text_time"},
+                      {"addition_time_embed_dim", 8},
+                      {"projection_class_embeddings_input_dim", 6 * 8 + 32}};
   CHECK(error_of({{"files", files}, {"config", sdxl_config}})
             .find("not a diffusers SDXL folder: missing text_encoder_2/config.json") !=
         std::string::npos);

@@ -15,7 +15,7 @@ Json Body(const std::string& machine, const std::string& secret = "") {
 }
 }  // namespace
 
-TEST_CASE("register: a new machine gets a node secret; only its holder registers it again",
+TEST_CASE("register: a new machine gets a node secret, and only its holder registers it again",
           "[nodes]") {
   TestEnv env;
   const std::string enroll = env.Key("enroll");

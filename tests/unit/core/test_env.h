@@ -3,6 +3,7 @@
 #pragma once
 
 #include <catch2/catch.hpp>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -138,11 +139,16 @@ class TestEnv {
   NodeRef Node(const std::string& machine, int64_t vram_mb = 24000,
                const std::string& gpu = "RTX 4090") {
     if (enroll_token.empty()) enroll_token = Key("enroll");
-    Resp r = Post("/v1/nodes/register", enroll_token,
-                  {{"machine_id", machine},
-                   {"gpu", {{"name", gpu}, {"vram_mb", vram_mb}}},
-                   {"agent_version", "0.1.0"}});
+    Json body = {{"machine_id", machine},
+                 {"gpu", {{"name", gpu}, {"vram_mb", vram_mb}}},
+                 {"agent_version", "0.1.0"}};
+    // Registering a machine again proves it holds the node secret of its first registration.
+    auto known = node_secrets.find(machine);
+    if (known != node_secrets.end()) body["node_secret"] = known->second;
+    Resp r = Post("/v1/nodes/register", enroll_token, body);
     REQUIRE(r.status == 200);
+    if (r.json.contains("node_secret"))
+      node_secrets[machine] = r.json["node_secret"].get<std::string>();
     return {r.json["node_id"].get<std::string>(), r.json["token"].get<std::string>()};
   }
 
@@ -249,6 +255,7 @@ class TestEnv {
 
  private:
   std::string enroll_token;
+  std::map<std::string, std::string> node_secrets;  // machine_id -> node secret
 };
 
 }  // namespace gleaner::testing
