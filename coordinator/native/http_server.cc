@@ -101,8 +101,10 @@ HeadAction PlanHandler::OnHead(HttpConn* c) {
   }
   return HeadAction::TakeOver(
       [deps = blob_deps_, grant = std::move(grant), ticket](HttpConn& conn) mutable {
-        bool keep = ServeBlob(deps, grant, conn);
-        ticket.reset();  // the slot is free once the answer is written
+        // The slot is freed before the answer is written (a PUT's next PUT must find it free),
+        // and at the latest when the transfer ends (a download's body).
+        bool keep = ServeBlob(deps, grant, conn, [&ticket] { ticket.reset(); });
+        ticket.reset();
         return keep;
       });
 }

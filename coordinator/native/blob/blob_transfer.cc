@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <utility>
 
 #include "coordinator/native/http/http_exchange.h"
 #include "coordinator/native/log.h"
@@ -19,8 +21,10 @@ constexpr int64_t kDrainLimit = int64_t(8) << 20;
 
 class Exchange {
  public:
-  Exchange(const BlobDeps& deps, const core::BlobGrant& grant, HttpConn& conn)
-      : deps_(deps),
+  Exchange(const BlobDeps& deps, const core::BlobGrant& grant, HttpConn& conn,
+           std::function<void()> before_answer)
+      : before_answer_(std::move(before_answer)),
+        deps_(deps),
         grant_(grant),
         c_(conn),
         req_(conn.parser.request()),
@@ -41,6 +45,7 @@ class Exchange {
   Read ReadBody(Sink sink);
   // Reads and drops the rest of the body (up to kDrainLimit); keep-alive only if all of it came.
   void Drain();
+  std::function<void()> before_answer_;  // called once, before an answer is written
   bool Respond(const core::HttpResponse& r);
   // Refuses before the body was read: drains it (unless the client waits for 100-continue).
   bool Refuse(const Status& st) {
@@ -137,6 +142,9 @@ void Exchange::Drain() {
 }
 
 bool Exchange::Respond(const core::HttpResponse& r) {
+  // Whatever the answer allows next (another PUT of this key) must be allowed once the client
+  // has read it: the caller's hold is let go before the answer is written.
+  if (before_answer_) std::exchange(before_answer_, nullptr)();
   std::string out;
   if (Stopping()) keep_alive_ = false;
   AppendResponse(&out, r, c_.meta, keep_alive_);
@@ -280,8 +288,9 @@ bool Exchange::Get() {
 
 }  // namespace
 
-bool ServeBlob(const BlobDeps& deps, const core::BlobGrant& grant, HttpConn& conn) {
-  Exchange x(deps, grant, conn);
+bool ServeBlob(const BlobDeps& deps, const core::BlobGrant& grant, HttpConn& conn,
+               std::function<void()> before_answer) {
+  Exchange x(deps, grant, conn, std::move(before_answer));
   const std::string& m = conn.meta.method;
   if (m == "PUT") return x.Put();
   if (m == "GET" || m == "HEAD") return x.Get();

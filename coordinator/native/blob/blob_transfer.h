@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 
 #include "coordinator/core/coordinator.h"
 #include "coordinator/native/blob/blob_store.h"
@@ -44,7 +45,10 @@ struct BlobDeps {
 // checked on the loop with Coordinator::AuthorizeBlob, for PUT and GET/HEAD; conn.in holds bytes
 // received after the head). Writes the whole response and logs it. Returns whether the
 // connection can serve another request (the body was consumed and nothing broke); unparsed bytes
-// after the body stay in conn.in.
-bool ServeBlob(const BlobDeps& deps, const core::BlobGrant& grant, HttpConn& conn);
+// after the body stay in conn.in. before_answer (may be empty) is called once, just before an
+// answer (an upload's result or any error) is written: the caller releases there what the next
+// request may need (its admission ticket), so a client that read the answer never finds it held.
+bool ServeBlob(const BlobDeps& deps, const core::BlobGrant& grant, HttpConn& conn,
+               std::function<void()> before_answer = nullptr);
 
 }  // namespace gleaner::native
