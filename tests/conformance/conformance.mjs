@@ -610,6 +610,15 @@ test("blob URLs: wrong method, expired or forged signatures are refused", async 
   const ok = await putBlob(up.url, bytes);
   assert.ok(ok.status >= 200 && ok.status < 300, `PUT ${ok.status}: ${ok.text}`);
   expectError(await putBlob(up.url, Buffer.concat([bytes, bytes])), 413, "too_large");
+  // An answered upload holds nothing: the next PUT of the key, sent as soon as the answer is
+  // read, is judged on its own (never "an upload to this key is in progress").
+  for (let i = 0; i < 20; i++) {
+    const b = randomBytes(64);
+    const u = expectOk(await call("POST", "/v1/uploads", { token: t, body: { name: `again${i}.bin`, size: b.length, sha256: sha256(b) } }), 201);
+    const first = await putBlob(u.url, b);
+    assert.ok(first.status >= 200 && first.status < 300, `PUT ${first.status}: ${first.text}`);
+    expectError(await putBlob(u.url, Buffer.concat([b, b])), 413, "too_large");
+  }
 });
 
 test("operator: prices, nodes and the cost report", async () => {
