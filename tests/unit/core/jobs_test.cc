@@ -1,5 +1,6 @@
 // Submissions: uploads, job creation and validation, idempotency, ownership, pagination.
 #include <algorithm>
+#include <tuple>
 
 #include "tests/unit/core/test_env.h"
 
@@ -213,8 +214,10 @@ TEST_CASE("jobs: an SDXL model config that cannot fit its inputs is 400 and chan
           "[jobs]") {
   TestEnv env;
   std::string dev = env.Developer();
-  auto [model_uri, model_sha] = Upload(env, dev, "unet.safetensors", "weights");
-  auto [data_uri, data_sha] = Upload(env, dev, "data.safetensors", "latents");
+  // Plain variables, not structured bindings: C++17 does not let a lambda capture those.
+  std::string model_uri, model_sha, data_uri, data_sha;
+  std::tie(model_uri, model_sha) = Upload(env, dev, "unet.safetensors", "weights");
+  std::tie(data_uri, data_sha) = Upload(env, dev, "data.safetensors", "latents");
   Json xl = UnetConfig();
   xl["addition_embed_type"] = "text_time";
   xl["addition_time_embed_dim"] = 8;
