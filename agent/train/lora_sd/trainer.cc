@@ -1,12 +1,12 @@
 #include "agent/train/lora_sd/trainer.h"
 
-#include <ATen/autocast_mode.h>
-
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "agent/protocol/checkpoint_dir.h"
 #include "agent/protocol/trainer_protocol.h"
+#include "agent/train/nn/torch_compat.h"
 #include "shared/job_params.h"
 #include "shared/sha256.h"
 
@@ -38,8 +38,11 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const UNetConfig& config,
     t->opt_ = std::make_unique<AdamW>(t->lora_.Parameters(), adam);
     t->scaler_.enabled = t->device_.is_cuda() && params.mixed_precision == "fp16";
     t->alphas_cumprod_ = ScaledLinearAlphasCumprod().to(t->device_);
-    if (params.mixed_precision != "no" && !t->device_.is_cuda()) {
-      std::fprintf(stderr, "lora-sd: mixed_precision=%s needs CUDA; training in fp32\n",
+    t->autocast_ = AutocastDtypeFor(t->device_, params.mixed_precision);
+    if (params.mixed_precision != "no" && !t->autocast_) {
+      std::fprintf(stderr,
+                   "lora-sd: mixed_precision=%s needs CUDA (CPU autocast is bf16 only); "
+                   "training in fp32\n",
                    params.mixed_precision.c_str());
     }
     return Status::Ok();
@@ -65,16 +68,12 @@ torch::Tensor Trainer::Loss(const Examples& batch) {
   torch::Tensor sa = ac.sqrt(), so = (1.0 - ac).sqrt();
   torch::Tensor noisy = sa * lat + so * noise;
   torch::Tensor target = p_.prediction_type == "epsilon" ? noise : sa * noise - so * lat;
-  bool autocast = device_.is_cuda() && p_.mixed_precision != "no";
-  if (autocast) {
-    at::autocast::set_enabled(true);
-    at::autocast::set_autocast_gpu_dtype(p_.mixed_precision == "bf16" ? torch::kBFloat16
-                                                                      : torch::kFloat16);
-  }
-  torch::Tensor pred = unet_->forward(noisy, t, batch.text, {batch.pooled, batch.time_ids});
-  if (autocast) {
-    at::autocast::set_enabled(false);
-    at::autocast::clear_cache();
+  torch::Tensor pred;
+  {
+    // Mixed precision as diffusers: autocast around the forward pass only (bf16 on CPU too).
+    std::optional<AutocastScope> autocast;
+    if (autocast_) autocast.emplace(device_.type(), *autocast_);
+    pred = unet_->forward(noisy, t, batch.text, {batch.pooled, batch.time_ids});
   }
   torch::Tensor per = (pred.to(torch::kFloat32) - target).pow(2).mean({1, 2, 3});
   if (p_.snr_gamma > 0) {

@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "agent/train/lora_sd/dataset.h"
@@ -57,6 +58,7 @@ class Trainer {
   torch::Generator gen_;
   torch::Tensor alphas_cumprod_;
   torch::Device device_ = torch::kCPU;
+  std::optional<torch::Dtype> autocast_;  // the forward pass's autocast dtype; none: fp32
   int64_t step_ = 0, samples_seen_ = 0;
 };
 

@@ -27,9 +27,16 @@ class TimestepMlp : public nn::Module {
 BasePlacement PlacementFor(const torch::Device& device, const std::string& mixed_precision) {
   BasePlacement p;
   p.device = device;
-  if (device.is_cuda() && mixed_precision == "bf16") p.dtype = torch::kBFloat16;
-  if (device.is_cuda() && mixed_precision == "fp16") p.dtype = torch::kFloat16;
+  std::optional<torch::Dtype> d = AutocastDtypeFor(device, mixed_precision);
+  if (d) p.dtype = *d;
   return p;
+}
+
+std::optional<torch::Dtype> AutocastDtypeFor(const torch::Device& device,
+                                             const std::string& mixed_precision) {
+  if (mixed_precision == "bf16") return torch::kBFloat16;
+  if (mixed_precision == "fp16" && device.is_cuda()) return torch::kFloat16;
+  return std::nullopt;
 }
 
 UNet::UNet(const UNetConfig& config) : config_(config) {

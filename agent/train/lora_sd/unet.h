@@ -11,6 +11,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,9 +35,15 @@ struct BasePlacement {
   torch::Device device = torch::kCPU;
   torch::Dtype dtype = torch::kFloat32;
 };
-// The placement for a run on `device` with params.mixed_precision ("no", "bf16", "fp16"). On
-// CPU the base stays fp32 (there is no CPU autocast path yet; docs/training.md).
+// The placement for a run on `device` with params.mixed_precision ("no", "bf16", "fp16"): the
+// base in bf16 on any device (CPU runs bf16 through CPU autocast), in fp16 on CUDA only (CPU
+// autocast has no fp16; such a run is fp32, see AutocastDtypeFor).
 BasePlacement PlacementFor(const torch::Device& device, const std::string& mixed_precision);
+
+// The dtype a training or sampling forward pass autocasts to on `device` for
+// params.mixed_precision, or nullopt for fp32 (mixed_precision "no", or fp16 on CPU).
+std::optional<torch::Dtype> AutocastDtypeFor(const torch::Device& device,
+                                             const std::string& mixed_precision);
 
 // SDXL's added conditioning (config.addition_embed_type "text_time"); leave undefined otherwise.
 struct AddedCond {
