@@ -81,7 +81,8 @@ struct Fleet {
     HttpResult r = coord->OperatorClient().Get("/v1/nodes?limit=100");
     REQUIRE(r.status == 200);
     std::map<std::string, std::string> out;
-    for (const Json& n : r.json()["nodes"]) out[n["id"]] = n["state"];
+    const Json body = r.json();
+    for (const Json& n : body["nodes"]) out[n["id"]] = n["state"];
     return out;
   }
 };
@@ -113,7 +114,8 @@ TEST_CASE("verification: with f = 1 every forgery is caught and jobs complete ho
   // because an earlier checkpoint of its lineage was found bad.
   std::map<std::pair<std::string, int64_t>, std::vector<Json>> by_segment;
   for (const std::string& j : jobs) {
-    for (const Json& v : f.Events(j)["verifications"]) {
+    const Json events = f.Events(j);
+    for (const Json& v : events["verifications"]) {
       by_segment[{j, v["step"].get<int64_t>()}].push_back(v);
     }
   }
