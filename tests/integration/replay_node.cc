@@ -103,7 +103,9 @@ bool ReplayNode::Poll(std::string* error) {
 
 std::string ReplayNode::CheckpointText(const Work& w) const {
   std::string st = w.state;
-  if (forgery_ == Forgery::kPerturb) st[0] = char(st[0] ^ 1);
+  // A bit pattern of this node's own: two perturbing nodes forge independently (they do not
+  // collude by accident).
+  if (forgery_ == Forgery::kPerturb) st[0] = char(st[0] ^ (1 + Sha256Of(id_)[0] % 255));
   if (forgery_ == Forgery::kOtherJob) return HonestCheckpoint(w.job + "-other", w.step);
   return CkptText(w.job, w.step, st);
 }
@@ -141,6 +143,7 @@ bool ReplayNode::Advance(std::string* error) {
     if (forgery_ == Forgery::kSkipSteps && s % 2 == 1) continue;
     w.state = Next(w.state, s);
   }
+  (verifying ? steps_replayed_ : steps_trained_) += target - w.step;
   w.step = target;
   const std::string text = CheckpointText(w);
   const bool forged = forgery_ != Forgery::kNone;

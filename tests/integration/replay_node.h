@@ -9,7 +9,8 @@
 // Resuming from a checkpoint gives bit-exact results, like the synthetic kind or lora-sd on CPU.
 //
 // TEST ONLY: a dishonest node forges what it uploads, as its trainer and as a verifier:
-//   kPerturb    the checkpoint's state with one bit flipped (corrupt weights, a broken GPU);
+//   kPerturb    the checkpoint's state with bits flipped, in a pattern of the node's own
+//               (corrupt weights, a broken GPU; two such nodes never agree);
 //   kOtherJob   the honest checkpoint of another job at the same step (a result it did not
 //               compute for this job);
 //   kSkipSteps  every other step skipped (less work than paid for).
@@ -57,6 +58,9 @@ class ReplayNode {
   // 204 with Gleaner-Node-State: quarantined was seen.
   bool saw_quarantine() const { return saw_quarantine_; }
   int64_t verifications_done() const { return verifications_done_; }
+  // Steps computed under job leases and under verification leases (the work a fleet pays for).
+  int64_t steps_trained() const { return steps_trained_; }
+  int64_t steps_replayed() const { return steps_replayed_; }
 
   // The honest checkpoint text of `job` at `step`, and the honest output's text.
   static std::string HonestCheckpoint(const std::string& job, int64_t step);
@@ -89,6 +93,7 @@ class ReplayNode {
   std::vector<Upload> uploads_;
   bool saw_quarantine_ = false;
   int64_t verifications_done_ = 0;
+  int64_t steps_trained_ = 0, steps_replayed_ = 0;
 };
 
 }  // namespace gleaner::testing

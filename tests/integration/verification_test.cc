@@ -153,7 +153,7 @@ TEST_CASE("verification: with f = 1 every forgery is caught and jobs complete ho
   CHECK(honest_verifications > 0);
 }
 
-TEST_CASE("verification: honest fleet, no false positive; f = 0 opens no replay",
+TEST_CASE("verification: an honest fleet has no false positive and f = 0 opens no replay",
           "[verification]") {
   Fleet f({Forgery::kNone, Forgery::kNone, Forgery::kNone});
   const std::string checked = f.Submit(1), unchecked = f.Submit(0);
