@@ -169,5 +169,14 @@ TEST_CASE("verification: an honest fleet has no false positive and f = 0 opens n
     CHECK(v["node_id"] != v["trainer_node"]);
   }
   CHECK(f.Events(unchecked)["verifications"].empty());
+  // The cost report bills the replays apart, to the job they checked.
+  HttpResult report = f.coord->OperatorClient().Get("/v1/reports/cost?group_by=job");
+  REQUIRE(report.status == 200);
+  const Json groups = report.json()["groups"];
+  for (const Json& g : groups) {
+    INFO(DumpJson(g));
+    if (g["key"] == checked) CHECK(g["verification_seconds"].get<double>() > 0);
+    if (g["key"] == unchecked) CHECK(g["verification_seconds"].get<double>() == 0);
+  }
   for (const auto& [id, state] : f.NodeStates()) CHECK(state == "active");
 }
