@@ -93,7 +93,11 @@ Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms, const PoolObserva
             "FROM jobs j WHERE j.id = " +
             kKeyJob +
             " AND (j.state IN ('pending', 'running') OR instr(j.outputs, '\"' || blobs.key || "
-            "'\"') > 0)))) ORDER BY created_at LIMIT 1000) RETURNING key",
+            "'\"') > 0))) OR (key LIKE 'jobs/%/verify/%' AND NOT EXISTS (SELECT 1 FROM "
+            "verifications v WHERE v.job_id = " +
+            kKeyJob +
+            " AND v.state IN ('pending', 'running')))) ORDER BY created_at LIMIT 1000) "
+            "RETURNING key",
         {old});
   b.Add(
       "DELETE FROM uploads WHERE id IN (SELECT id FROM uploads u WHERE u.created_at < ? AND NOT "
