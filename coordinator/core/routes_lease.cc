@@ -82,10 +82,8 @@ Plan HandleHeartbeat(CtxPtr ctx) {
     return Plan::Run(std::move(why), [ctx, epoch, step](BatchResult res) -> Plan {
       if (!res.status.ok()) return DbFail(res.status);
       const Rows& job = res.results[0];
-      if (!job.empty() && job.Get(0, "state").AsText() == "canceled" &&
-          job.Get(0, "lease_epoch").AsInt() == epoch &&
-          job.Get(0, "node_id").AsText() == ctx->caller.id) {
-        return RespondJson(200, {{"lease_expires_at", nullptr}, {"ttl_s", 0}, {"cancel", true}});
+      if (HeldBy(job, *ctx, epoch) && job.Get(0, "state").AsText() == "canceled") {
+        return RespondLeaseCanceled();
       }
       Status st = ExplainLease(job, *ctx, epoch);
       if (!st.ok()) return Plan::Fail(st);

@@ -73,10 +73,8 @@ Plan HandleVerifyHeartbeat(CtxPtr ctx) {
     return Plan::Run(ReadVerification(ctx->args[0]), [ctx, epoch](BatchResult res) -> Plan {
       if (!res.status.ok()) return DbFail(res.status);
       const Rows& v = res.results[0];
-      if (!v.empty() && v.Get(0, "state").AsText() == "void" &&
-          v.Get(0, "lease_epoch").AsInt() == epoch &&
-          v.Get(0, "node_id").AsText() == ctx->caller.id) {
-        return RespondJson(200, {{"lease_expires_at", nullptr}, {"ttl_s", 0}, {"cancel", true}});
+      if (HeldBy(v, *ctx, epoch) && v.Get(0, "state").AsText() == "void") {
+        return RespondLeaseCanceled();
       }
       Status st = ExplainVerificationLease(v, *ctx, epoch);
       if (!st.ok()) return Plan::Fail(st);
@@ -89,12 +87,9 @@ Plan HandleVerifyHeartbeat(CtxPtr ctx) {
 // archive of stop_step, packed like a job's checkpoint). Read-only.
 Plan HandleVerifyCheckpointUrl(CtxPtr ctx) {
   if (!IsPlainId(ctx->args[0])) return Plan::Fail(Status::NotFound("no such verification"));
-  FieldReader r(ctx->body);
-  static const char* const kKeys[] = {"epoch", nullptr};
-  r.OnlyKeys(kKeys);
   int64_t epoch = 0;
-  ReadEpoch(r, &epoch);
-  if (!r.ok()) return Plan::Fail(r.status());
+  Status body = ReadEpochOnly(ctx->body, &epoch);
+  if (!body.ok()) return Plan::Fail(body);
   return Plan::Run(ReadVerification(ctx->args[0]), [ctx, epoch](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     const Rows& v = res.results[0];
@@ -224,9 +219,7 @@ Plan HandleVerifyCommit(CtxPtr ctx) {
     }
     const Rows& v = res.results[10];
     // A retried commit of the same result: already done.
-    if (!v.empty() && v.Get(0, "state").AsText() == "done" &&
-        v.Get(0, "lease_epoch").AsInt() == epoch &&
-        v.Get(0, "node_id").AsText() == ctx->caller.id &&
+    if (HeldBy(v, *ctx, epoch) && v.Get(0, "state").AsText() == "done" &&
         v.Get(0, "result_sha256").AsText() == sha) {
       return respond(RespondJson(200, {{"committed", true}, {"id", ctx->args[0]}}));
     }

@@ -90,6 +90,28 @@ Json ParseSpec(const std::string& text) {
   return Json::object();
 }
 
+// A claim's answer {job, lease, inputs, resume?} from a row with id, kind, spec, steps_total,
+// lease_epoch, lease_expires_at and the ckpt_* columns, and the input sizes (InputSizesSql).
+Json ClaimJson(const Ctx& ctx, const Rows& row, const Rows& sizes) {
+  const CoreConfig& config = *ctx.config;
+  Json spec = ParseSpec(row.Get(0, "spec").AsText());
+  Json j = {{"id", row.Get(0, "id").AsText()},
+            {"kind", row.Get(0, "kind").AsText()},
+            {"params", spec.contains("params") ? spec["params"] : Json::object()},
+            {"steps", row.Get(0, "steps_total").AsInt()}};
+  if (spec.contains("model") && spec["model"].contains("config")) {
+    j["model"] = {{"config", spec["model"]["config"]}};
+  }
+  Json body = {{"job", j},
+               {"lease",
+                {{"epoch", row.Get(0, "lease_epoch").AsInt()},
+                 {"expires_at", FormatTime(row.Get(0, "lease_expires_at").AsInt())},
+                 {"ttl_s", config.stall_after_s},
+                 {"heartbeat_interval", config.heartbeat_interval_s}}}};
+  AddDownloads(config, ctx.now(), spec, row, sizes, &body);
+  return body;
+}
+
 // Statements 5-7 of the claim batch: claim the oldest open verification this node may take
 // (pending, or running with an expired lease) unless the batch claimed a job; read it with its
 // job; its job's input sizes. Parameters as in the claim: ?1 nonce, ?2 node, ?3 now, ?4 expiry.
@@ -125,26 +147,10 @@ void AddVerificationClaim(const CtxPtr& ctx, const std::string& nonce, Batch* b)
 // the job's: a schedule over them must not change) and uploads that checkpoint through the
 // verification's routes instead of the job's.
 Plan RespondVerificationClaim(const Ctx& ctx, const Rows& v, const Rows& sizes) {
-  const CoreConfig& config = *ctx.config;
-  Json spec = ParseSpec(v.Get(0, "spec").AsText());
-  Json j = {{"id", v.Get(0, "id").AsText()},
-            {"kind", v.Get(0, "kind").AsText()},
-            {"params", spec.contains("params") ? spec["params"] : Json::object()},
-            {"steps", v.Get(0, "steps_total").AsInt()}};
-  if (spec.contains("model") && spec["model"].contains("config")) {
-    j["model"] = {{"config", spec["model"]["config"]}};
-  }
-  Json body = {{"job", j},
-               {"lease",
-                {{"epoch", v.Get(0, "lease_epoch").AsInt()},
-                 {"expires_at", FormatTime(v.Get(0, "lease_expires_at").AsInt())},
-                 {"ttl_s", config.stall_after_s},
-                 {"heartbeat_interval", config.heartbeat_interval_s}}},
-               {"verification",
-                {{"id", v.Get(0, "verification_id").AsText()},
-                 {"stop_step", v.Get(0, "step").AsInt()},
-                 {"round", v.Get(0, "round").AsInt()}}}};
-  AddDownloads(config, ctx.now(), spec, v, sizes, &body);
+  Json body = ClaimJson(ctx, v, sizes);
+  body["verification"] = {{"id", v.Get(0, "verification_id").AsText()},
+                          {"stop_step", v.Get(0, "step").AsInt()},
+                          {"round", v.Get(0, "round").AsInt()}};
   return RespondJson(200, body);
 }
 
@@ -220,23 +226,7 @@ Plan HandleWork(CtxPtr ctx) {
                                 std::to_string(int64_t(config.retry_after_s + 0.999)));
       return Plan::Respond(std::move(resp));
     }
-    const int64_t now = ctx->now();
-    Json spec = ParseSpec(job.Get(0, "spec").AsText());
-    Json j = {{"id", job.Get(0, "id").AsText()},
-              {"kind", job.Get(0, "kind").AsText()},
-              {"params", spec.contains("params") ? spec["params"] : Json::object()},
-              {"steps", job.Get(0, "steps_total").AsInt()}};
-    if (spec.contains("model") && spec["model"].contains("config")) {
-      j["model"] = {{"config", spec["model"]["config"]}};
-    }
-    Json body = {{"job", j},
-                 {"lease",
-                  {{"epoch", job.Get(0, "lease_epoch").AsInt()},
-                   {"expires_at", FormatTime(job.Get(0, "lease_expires_at").AsInt())},
-                   {"ttl_s", config.stall_after_s},
-                   {"heartbeat_interval", config.heartbeat_interval_s}}}};
-    AddDownloads(config, now, spec, job, res.results[4], &body);
-    return RespondJson(200, body);
+    return RespondJson(200, ClaimJson(*ctx, job, res.results[4]));
   });
 }
 
@@ -244,12 +234,9 @@ Plan HandleWork(CtxPtr ctx) {
 // again, for a holder whose first URLs expired during a long download. Read-only.
 Plan HandleDownloads(CtxPtr ctx) {
   if (!IsPlainId(ctx->args[0])) return Plan::Fail(Status::NotFound("no such job"));
-  FieldReader r(ctx->body);
-  static const char* const kKeys[] = {"epoch", nullptr};
-  r.OnlyKeys(kKeys);
   int64_t epoch = 0;
-  ReadEpoch(r, &epoch);
-  if (!r.ok()) return Plan::Fail(r.status());
+  Status body = ReadEpochOnly(ctx->body, &epoch);
+  if (!body.ok()) return Plan::Fail(body);
   Batch b;
   b.Add(std::string("SELECT ") + kLeaseColumns + ", ckpt_key, spec FROM jobs WHERE id = ?",
         {ctx->args[0]});
