@@ -56,6 +56,12 @@ Plan RespondLeaseCanceled() {
   return RespondJson(200, {{"lease_expires_at", nullptr}, {"ttl_s", 0}, {"cancel", true}});
 }
 
+Plan RespondLeaseRenewed(const Ctx& ctx, int64_t expires_at_ms) {
+  return RespondJson(200, {{"lease_expires_at", FormatTime(expires_at_ms)},
+                           {"ttl_s", ctx.config->stall_after_s},
+                           {"cancel", false}});
+}
+
 std::string CheckpointKey(const std::string& job, int64_t epoch, int64_t step) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%010lld", (long long)step);

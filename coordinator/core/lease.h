@@ -44,6 +44,8 @@ Status ReadEpochOnly(const Json& body, int64_t* epoch);
 // former holder's heartbeat with RespondLeaseCanceled() rather than 409.
 bool HeldBy(const Rows& row, const Ctx& ctx, int64_t epoch);
 Plan RespondLeaseCanceled();
+// 200 {lease_expires_at, ttl_s, cancel: false}: a heartbeat that renewed the lease.
+Plan RespondLeaseRenewed(const Ctx& ctx, int64_t expires_at_ms);
 
 // Object keys. Checkpoints: jobs/<id>/ckpt/e<epoch>/s<step, 10 digits>;
 // outputs: jobs/<id>/out/e<epoch>/<name>; samples: jobs/<id>/samples/e<epoch>/s<step, 10

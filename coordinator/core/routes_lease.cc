@@ -71,10 +71,7 @@ Plan HandleHeartbeat(CtxPtr ctx) {
   return Plan::Run(std::move(b), [ctx, epoch, step](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     if (!res.results[0].empty()) {
-      return RespondJson(
-          200, {{"lease_expires_at", FormatTime(res.results[0].Get(0, "lease_expires_at").AsInt())},
-                {"ttl_s", ctx->config->stall_after_s},
-                {"cancel", false}});
+      return RespondLeaseRenewed(*ctx, res.results[0].Get(0, "lease_expires_at").AsInt());
     }
     // Nothing changed: read the job to say why (only then, so the common case writes only).
     Batch why;

@@ -65,10 +65,7 @@ Plan HandleVerifyHeartbeat(CtxPtr ctx) {
   return Plan::Run(std::move(b), [ctx, epoch](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     if (!res.results[0].empty()) {
-      return RespondJson(
-          200, {{"lease_expires_at", FormatTime(res.results[0].Get(0, "lease_expires_at").AsInt())},
-                {"ttl_s", ctx->config->stall_after_s},
-                {"cancel", false}});
+      return RespondLeaseRenewed(*ctx, res.results[0].Get(0, "lease_expires_at").AsInt());
     }
     return Plan::Run(ReadVerification(ctx->args[0]), [ctx, epoch](BatchResult res) -> Plan {
       if (!res.status.ok()) return DbFail(res.status);
