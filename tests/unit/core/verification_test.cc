@@ -8,7 +8,7 @@
 
 using namespace gleaner::core;
 
-TEST_CASE("verification draw: uniform in [0, 1), a function of the entropy only") {
+TEST_CASE("verification draw: uniform on the unit interval and a function of the entropy only") {
   int below_tenth = 0;
   double lo = 1, hi = 0;
   for (int i = 0; i < 10000; ++i) {
