@@ -166,6 +166,7 @@ Result<CoreConfig> ConfigFromJson(const Json& j) {
                                       "autoscale_min",
                                       "autoscale_max",
                                       "retry_after_s",
+                                      "verify_fraction",
                                       "public_url",
                                       "blob_signing_key",
                                       "blob_url_ttl_s",
@@ -206,6 +207,7 @@ Result<CoreConfig> ConfigFromJson(const Json& j) {
     c.autoscale_max = int(v);
   }
   f.Number("retry_after_s", &c.retry_after_s, false, 0, 1e9);
+  f.Number("verify_fraction", &c.verify_fraction, false, 0, 1);
   f.String("public_url", &c.public_url, false, 2048);
   f.String("blob_signing_key", &c.blob_signing_key, true, 4096);
   f.Number("blob_url_ttl_s", &c.blob_url_ttl_s, false, 0, 1e9);

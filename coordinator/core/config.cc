@@ -31,6 +31,9 @@ Status CoreConfig::Validate() const {
       (s3.bucket.empty() || s3.access_key_id.empty() || s3.secret_access_key.empty())) {
     return Status::Invalid("S3 needs a bucket and credentials when an endpoint is set");
   }
+  if (!(verify_fraction >= 0 && verify_fraction <= 1)) {
+    return Status::Invalid("verify fraction must be in [0, 1]");
+  }
   if (max_active_jobs < 0) return Status::Invalid("max active jobs must be >= 0 (0 = no limit)");
   if (max_spec_bytes < 1024 || max_spec_bytes > (int64_t(1) << 30)) {
     return Status::Invalid("max spec bytes must be in [1024, 1073741824]");

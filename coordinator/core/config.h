@@ -32,6 +32,9 @@ struct CoreConfig {
   int autoscale_max = 40;
   double autoscale_idle_window_s = 600;  // nodes that completed a job this recently stay warm
   double retry_after_s = 5;              // Retry-After on 204 from /v1/work
+  // Share of a job's checkpoint commits replayed by another node (verification.h), for jobs
+  // submitted without their own verify_fraction. 0 = no spot checks.
+  double verify_fraction = 0;
 
   std::string public_url = "http://127.0.0.1:8080";  // base of built-in blob URLs
   std::string blob_signing_key;                      // HMAC key for blob URLs (required)

@@ -4,6 +4,9 @@
 
 namespace gleaner::core {
 
+#define VERIFICATION_COST_SQL "v.billed_ms * COALESCE(v.usd_per_hour, 0) / 3600000.0"
+const char* const kVerificationCostSql = "(" VERIFICATION_COST_SQL ")";
+
 const char* const kSegmentCostSql =
     "(s.heartbeats * s.heartbeat_interval_s * s.usd_per_hour / 3600.0)";
 
@@ -15,7 +18,17 @@ const char* const kJobColumns =
     "(SELECT COALESCE(SUM(s.heartbeats * s.heartbeat_interval_s * s.usd_per_hour / 3600.0), 0) "
     "FROM segments s WHERE s.job_id = jobs.id) AS cost_usd, "
     "(SELECT COALESCE(SUM(seconds), 0) FROM sample_steps WHERE job_id = jobs.id) AS sampling_s, "
-    "(SELECT MAX(step) FROM sample_steps WHERE job_id = jobs.id) AS sample_step";
+    "(SELECT MAX(step) FROM sample_steps WHERE job_id = jobs.id) AS sample_step, "
+    "verify_fraction, "
+    "(SELECT COUNT(*) FROM verifications v WHERE v.job_id = jobs.id AND v.state = 'done' AND "
+    "v.verdict IN ('agree', 'verifier_bad')) AS verify_agreed, "
+    "(SELECT COUNT(*) FROM verifications v WHERE v.job_id = jobs.id AND v.state = 'done' AND "
+    "v.verdict IN ('trainer_bad', 'no_majority')) AS verify_rejected, "
+    "(SELECT COUNT(*) FROM verifications v WHERE v.job_id = jobs.id AND v.state IN ('pending', "
+    "'running')) AS verify_open, "
+    "(SELECT COALESCE(SUM(" VERIFICATION_COST_SQL
+    "), 0) FROM verifications v WHERE "
+    "v.job_id = jobs.id) AS verify_cost_usd";
 
 Json TimeOrNull(const SqlValue& v) {
   if (v.is_null()) return nullptr;
@@ -83,6 +96,14 @@ Json JobJson(const Rows& rows, size_t i, int64_t now_ms) {
   j["sampling_s"] = get("sampling_s").AsReal();
   j["latest_sample_step"] =
       get("sample_step").is_null() ? Json(nullptr) : Json(get("sample_step").AsInt());
+  // Verification (replay spot checks) is billed and shown apart from training: segments agreed
+  // on (verified), segments found bad (their checkpoints were discarded), replays still open,
+  // and what the replays cost.
+  j["verification"] = {{"fraction", get("verify_fraction").AsReal()},
+                       {"verified", get("verify_agreed").AsInt()},
+                       {"rejected", get("verify_rejected").AsInt()},
+                       {"open", get("verify_open").AsInt()},
+                       {"cost_usd", get("verify_cost_usd").AsReal()}};
   j["created_at"] = TimeOrNull(get("created_at"));
   j["updated_at"] = TimeOrNull(get("updated_at"));
   j["started_at"] = TimeOrNull(get("first_started_at"));

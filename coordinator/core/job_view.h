@@ -17,6 +17,8 @@ Json JobJson(const Rows& rows, size_t i, int64_t now_ms);
 // Cost of one segment in USD: heartbeats x interval (billable seconds) x price per hour.
 // The SQL expression is the same formula (kSegmentCostSql) so GET /v1/jobs and the report agree.
 extern const char* const kSegmentCostSql;
+// Cost of one verification (alias v) in USD: the delivering attempt's lease time x price.
+extern const char* const kVerificationCostSql;
 
 // Time as RFC 3339, or null for a NULL column.
 Json TimeOrNull(const SqlValue& v);

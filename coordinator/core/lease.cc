@@ -39,6 +39,29 @@ bool ReadEpoch(FieldReader& r, int64_t* epoch) {
   return r.Int("epoch", epoch, true, 1, kMaxSafeInteger);
 }
 
+Status ReadEpochOnly(const Json& body, int64_t* epoch) {
+  FieldReader r(body);
+  static const char* const kKeys[] = {"epoch", nullptr};
+  r.OnlyKeys(kKeys);
+  ReadEpoch(r, epoch);
+  return r.status();
+}
+
+bool HeldBy(const Rows& row, const Ctx& ctx, int64_t epoch) {
+  return !row.empty() && row.Get(0, "lease_epoch").AsInt() == epoch &&
+         row.Get(0, "node_id").AsText() == ctx.caller.id;
+}
+
+Plan RespondLeaseCanceled() {
+  return RespondJson(200, {{"lease_expires_at", nullptr}, {"ttl_s", 0}, {"cancel", true}});
+}
+
+Plan RespondLeaseRenewed(const Ctx& ctx, int64_t expires_at_ms) {
+  return RespondJson(200, {{"lease_expires_at", FormatTime(expires_at_ms)},
+                           {"ttl_s", ctx.config->stall_after_s},
+                           {"cancel", false}});
+}
+
 std::string CheckpointKey(const std::string& job, int64_t epoch, int64_t step) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%010lld", (long long)step);

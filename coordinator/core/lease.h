@@ -36,6 +36,16 @@ Status ExplainLease(const Rows& job, const Ctx& ctx, int64_t epoch);
 
 // Reads the required "epoch" field (1..2^53-1) of a node write's body.
 bool ReadEpoch(FieldReader& r, int64_t* epoch);
+// A body that is {"epoch"} and nothing else.
+Status ReadEpochOnly(const Json& body, int64_t* epoch);
+
+// The caller held the lease of this row (kLeaseColumns, or the same columns of a verification)
+// under this epoch, whatever its state now: a canceled job or a voided verification answers its
+// former holder's heartbeat with RespondLeaseCanceled() rather than 409.
+bool HeldBy(const Rows& row, const Ctx& ctx, int64_t epoch);
+Plan RespondLeaseCanceled();
+// 200 {lease_expires_at, ttl_s, cancel: false}: a heartbeat that renewed the lease.
+Plan RespondLeaseRenewed(const Ctx& ctx, int64_t expires_at_ms);
 
 // Object keys. Checkpoints: jobs/<id>/ckpt/e<epoch>/s<step, 10 digits>;
 // outputs: jobs/<id>/out/e<epoch>/<name>; samples: jobs/<id>/samples/e<epoch>/s<step, 10

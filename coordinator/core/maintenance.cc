@@ -11,7 +11,9 @@
 //  5. forget objects nothing refers to once they are blob_gc_grace_s old (up to 1000 a tick):
 //     checkpoints not committed (or no longer kept), outputs of a job that is neither pending nor
 //     running and does not name them as its result, and upload reservations never stored. The
-//     rows go in this batch; the shell deletes the objects afterwards (Plan::blob_deletes).
+//     rows go in this batch; the shell deletes the objects afterwards (Plan::blob_deletes);
+//  6. void replays no node claimed within blob_gc_grace_s (a fleet without verifying nodes), so
+//     the checkpoints they hold back from retention go with the job's next commit.
 // Two batches: the changes and counts, then the scaling event. The response is a JSON summary.
 #include "coordinator/core/autoscaler.h"
 #include "coordinator/core/routes.h"
@@ -93,12 +95,20 @@ Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms, const PoolObserva
             "FROM jobs j WHERE j.id = " +
             kKeyJob +
             " AND (j.state IN ('pending', 'running') OR instr(j.outputs, '\"' || blobs.key || "
-            "'\"') > 0)))) ORDER BY created_at LIMIT 1000) RETURNING key",
+            "'\"') > 0))) OR (key LIKE 'jobs/%/verify/%' AND NOT EXISTS (SELECT 1 FROM "
+            "verifications v WHERE v.job_id = " +
+            kKeyJob +
+            " AND v.state IN ('pending', 'running')))) ORDER BY created_at LIMIT 1000) "
+            "RETURNING key",
         {old});
   b.Add(
       "DELETE FROM uploads WHERE id IN (SELECT id FROM uploads u WHERE u.created_at < ? AND NOT "
       "EXISTS (SELECT 1 FROM blobs WHERE blobs.key = u.key) LIMIT 1000) RETURNING id",
       {old});
+  b.Add(
+      "UPDATE verifications SET state = 'void', ended_at = ? WHERE state = 'pending' AND "
+      "created_at < ? RETURNING id",
+      {now_ms, old});
   return Plan::Run(std::move(b), [config, now_ms, pool](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     Json stalled = Json::array();
@@ -130,7 +140,8 @@ Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms, const PoolObserva
                     {"quarantined", quarantined},
                     {"reallocate", reallocate},
                     {"objects_deleted", int64_t(deletes.size())},
-                    {"reservations_dropped", int64_t(res.results[5].rows.size())}};
+                    {"reservations_dropped", int64_t(res.results[5].rows.size())},
+                    {"verifications_voided", int64_t(res.results[6].rows.size())}};
     // Without a provider's count, the fleet as the coordinator sees it: active nodes seen (claim
     // or heartbeat) within stall_after.
     PoolObservation observed = pool;

@@ -3,9 +3,12 @@
 // totals are the sums of the groups, so the figures reconcile exactly with the segments.
 // Queue time: each segment carries the wait that ended with it (report_util.h: from job creation
 // to the first lease, or from the end of the previous lease to this one); a group's median and
-// p95 (nearest rank) are over the waits of its segments.
+// p95 (nearest rank) are over the waits of its segments. Verification (replays that ended in the
+// window, grouped by job, verifying node, its GPU and the day they ended) is billed apart: it is
+// not part of cost_usd.
 #include <map>
 
+#include "coordinator/core/job_view.h"
 #include "coordinator/core/report_util.h"
 #include "coordinator/core/routes.h"
 
@@ -15,8 +18,11 @@ namespace {
 struct Group {
   CostFigures cost;
   std::vector<double> waits;
+  double verification_seconds = 0, verification_cost_usd = 0;
   void Add(const Group& o) {
     cost.Add(o.cost);
+    verification_seconds += o.verification_seconds;
+    verification_cost_usd += o.verification_cost_usd;
     waits.insert(waits.end(), o.waits.begin(), o.waits.end());
   }
 };
@@ -37,7 +43,9 @@ Json GroupJson(const Group& g) {
           {"sampling_seconds", c.sampling_seconds},
           {"sampling_cost_usd", c.sampling_cost_usd},
           {"queue_wait_median_s", OrNull(Percentile(g.waits, 50))},
-          {"queue_wait_p95_s", OrNull(Percentile(g.waits, 95))}};
+          {"queue_wait_p95_s", OrNull(Percentile(g.waits, 95))},
+          {"verification_seconds", g.verification_seconds},
+          {"verification_cost_usd", g.verification_cost_usd}};
 }
 
 std::string CsvCell(double v) {
@@ -50,7 +58,8 @@ std::string CsvRow(const std::string& key, const Group& g) {
          Num(c.billable_seconds) + "," + Num(c.cost_usd) + "," + CsvCell(c.CostPerStep()) + "," +
          Num(c.wasted_seconds) + "," + Num(c.wasted_cost_usd) + "," +
          CsvCell(Percentile(g.waits, 50)) + "," + CsvCell(Percentile(g.waits, 95)) + "," +
-         Num(c.sampling_seconds) + "," + Num(c.sampling_cost_usd) + "\n";
+         Num(c.sampling_seconds) + "," + Num(c.sampling_cost_usd) + "," +
+         Num(g.verification_seconds) + "," + Num(g.verification_cost_usd) + "\n";
 }
 
 }  // namespace
@@ -69,6 +78,11 @@ Plan HandleCostReport(CtxPtr ctx) {
   if (!st.ok()) return Plan::Fail(st);
   Batch b;
   AddSegmentQuery(&b, w.from, w.to);
+  b.Add(std::string("SELECT v.job_id, v.node_id, v.gpu_name, v.ended_at, v.billed_ms, ") +
+            kVerificationCostSql +
+            " AS cost_usd FROM verifications v WHERE v.state = 'done' AND v.ended_at >= ? AND "
+            "v.ended_at < ?",
+        {w.from, w.to});
   return Plan::Run(std::move(b), [group_by, csv, w](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     std::map<std::string, Group> groups;
@@ -81,13 +95,24 @@ Plan HandleCostReport(CtxPtr ctx) {
       g.cost.Add(SegmentCost(s.facts));
       g.waits.push_back(s.queue_wait_s);
     }
+    const Rows& v = res.results[1];
+    for (size_t i = 0; i < v.rows.size(); ++i) {
+      std::string key = group_by == "job"    ? v.Get(i, "job_id").AsText()
+                        : group_by == "node" ? v.Get(i, "node_id").AsText()
+                        : group_by == "gpu"
+                            ? v.Get(i, "gpu_name").AsText()
+                            : FormatTime(v.Get(i, "ended_at").AsInt()).substr(0, 10);
+      Group& g = groups[key];
+      g.verification_seconds += double(v.Get(i, "billed_ms").AsInt()) / 1000.0;
+      g.verification_cost_usd += v.Get(i, "cost_usd").AsReal();
+    }
     Group total;
     for (const auto& [key, g] : groups) total.Add(g);
     if (csv) {
       std::string text =
           "group,segments,steps,billable_seconds,cost_usd,cost_per_step,"
           "wasted_seconds,wasted_cost_usd,queue_wait_median_s,queue_wait_p95_s,sampling_seconds,"
-          "sampling_cost_usd\n";
+          "sampling_cost_usd,verification_seconds,verification_cost_usd\n";
       for (const auto& [key, g] : groups) text += CsvRow(key, g);
       text += CsvRow("total", total);
       return RespondCsv(std::move(text));

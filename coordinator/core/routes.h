@@ -37,6 +37,10 @@ Plan HandleOutputUrl(CtxPtr ctx);
 // 200 {key, url: a PUT URL for key, method, max_size, expires_at}: where a node uploads an
 // object (checkpoints, outputs, samples).
 Plan RespondPutUrl(const Ctx& ctx, const std::string& key, int64_t max_size);
+// routes_verify.cc
+Plan HandleVerifyHeartbeat(CtxPtr ctx);
+Plan HandleVerifyCheckpointUrl(CtxPtr ctx);
+Plan HandleVerifyCommit(CtxPtr ctx);
 // routes_samples.cc
 Plan HandleSampleUrl(CtxPtr ctx);
 Plan HandleSampleCommit(CtxPtr ctx);

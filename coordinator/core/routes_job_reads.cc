@@ -139,6 +139,10 @@ Plan HandleJobEvents(CtxPtr ctx) {
   b.Add("SELECT step, epoch, sha256, size, committed_at FROM checkpoints WHERE job_id = ? AND " +
             owned + " ORDER BY step",
         Cat({id}, op));
+  b.Add(std::string("SELECT v.*, ") + kVerificationCostSql +
+            " AS cost_usd FROM verifications v WHERE v.job_id = ? AND " + owned +
+            " ORDER BY v.created_at, v.id",
+        Cat({id}, op));
   return Plan::Run(std::move(b), [ctx](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     if (res.results[0].empty()) return NoSuchJob();
@@ -184,10 +188,34 @@ Plan HandleJobEvents(CtxPtr ctx) {
                        {"size", c.Get(i, "size").AsInt()},
                        {"committed_at", TimeOrNull(c.Get(i, "committed_at"))}});
     }
+    // Replays of segments (verification.h): who trained, who replayed, the verdict.
+    Json verifications = Json::array();
+    const Rows& v = res.results[4];
+    for (size_t i = 0; i < v.rows.size(); ++i) {
+      auto get = [&](const char* c) -> const SqlValue& { return v.Get(i, c); };
+      auto text = [&](const char* c) {
+        return get(c).is_null() ? Json(nullptr) : Json(get(c).AsText());
+      };
+      verifications.push_back({{"id", get("id").AsText()},
+                               {"round", get("round").AsInt()},
+                               {"step_from", get("step_from").AsInt()},
+                               {"step", get("step").AsInt()},
+                               {"trainer_node", get("trainer_node").AsText()},
+                               {"claimed_sha256", get("claimed_sha256").AsText()},
+                               {"result_sha256", text("result_sha256")},
+                               {"node_id", text("node_id")},
+                               {"state", get("state").AsText()},
+                               {"verdict", text("verdict")},
+                               {"created_at", TimeOrNull(get("created_at"))},
+                               {"started_at", TimeOrNull(get("started_at"))},
+                               {"ended_at", TimeOrNull(get("ended_at"))},
+                               {"cost_usd", get("cost_usd").AsReal()}});
+    }
     return RespondJson(200, {{"job", JobJson(res.results[0], 0, ctx->now())},
                              {"segments", segments},
                              {"failures", failures},
-                             {"checkpoints", ckpts}});
+                             {"checkpoints", ckpts},
+                             {"verifications", verifications}});
   });
 }
 

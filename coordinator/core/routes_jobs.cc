@@ -130,8 +130,9 @@ Plan HandleCreateUpload(CtxPtr ctx) {
 }
 
 Plan HandleCreateJob(CtxPtr ctx) {
-  static const char* const kKeys[] = {"kind",         "params",   "model",        "dataset",
-                                      "requirements", "priority", "max_failures", nullptr};
+  static const char* const kKeys[] = {"kind",         "params",          "model",
+                                      "dataset",      "requirements",    "priority",
+                                      "max_failures", "verify_fraction", nullptr};
   const CoreConfig& config = *ctx->config;
   FieldReader r(ctx->body);
   std::string kind;
@@ -144,6 +145,8 @@ Plan HandleCreateJob(CtxPtr ctx) {
   r.Object("requirements", &req, false);
   r.Int("priority", &priority, false, -1000, 1000);
   r.Int("max_failures", &max_failures, false, 1, 100);
+  double verify_fraction = config.verify_fraction;
+  r.Number("verify_fraction", &verify_fraction, false, 0, 1);
   if (!r.ok()) return Plan::Fail(r.status());
   static const char* const kReqKeys[] = {"min_vram_mb", nullptr};
   FieldReader rq(*req, "requirements.");
@@ -162,7 +165,8 @@ Plan HandleCreateJob(CtxPtr ctx) {
                {"params", *norm},
                {"requirements", {{"min_vram_mb", min_vram}}},
                {"priority", priority},
-               {"max_failures", max_failures}};
+               {"max_failures", max_failures},
+               {"verify_fraction", verify_fraction}};
   std::vector<InputRef> inputs;
   for (const char* field : {"model", "dataset"}) {
     bool present = r.Has(field);
@@ -205,11 +209,11 @@ Plan HandleCreateJob(CtxPtr ctx) {
   Batch b;
   b.Add(
       "INSERT INTO jobs (id, owner_key_id, idempotency_key, kind, spec, state, priority, "
-      "max_failures, min_vram_mb, steps_total, created_at, updated_at) "
-      "SELECT ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ? WHERE " +
+      "max_failures, min_vram_mb, steps_total, verify_fraction, created_at, updated_at) "
+      "SELECT ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?, ?, ? WHERE " +
           cond + " ON CONFLICT DO NOTHING RETURNING " + kJobColumns,
       Cat({id, ctx->caller.id, idem.empty() ? SqlValue::Null() : SqlValue(idem), kind, spec_text,
-           priority, max_failures, min_vram, steps, ctx->now(), ctx->now()},
+           priority, max_failures, min_vram, steps, verify_fraction, ctx->now(), ctx->now()},
           cond_params));
   return Plan::Run(std::move(b),
                    [ctx, inputs, spec_text, active_limit, idem](BatchResult res) -> Plan {

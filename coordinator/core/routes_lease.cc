@@ -2,8 +2,10 @@
 // upload URL. Every write is fenced by (job, epoch, node, running, unexpired) in SQL; zero rows
 // changed = 409, explained by a read in the same batch.
 #include "coordinator/core/blob_urls.h"
+#include "coordinator/core/ids.h"
 #include "coordinator/core/lease.h"
 #include "coordinator/core/routes.h"
+#include "coordinator/core/verification.h"
 #include "shared/job_params.h"
 #include "shared/sha256.h"
 
@@ -69,10 +71,7 @@ Plan HandleHeartbeat(CtxPtr ctx) {
   return Plan::Run(std::move(b), [ctx, epoch, step](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     if (!res.results[0].empty()) {
-      return RespondJson(
-          200, {{"lease_expires_at", FormatTime(res.results[0].Get(0, "lease_expires_at").AsInt())},
-                {"ttl_s", ctx->config->stall_after_s},
-                {"cancel", false}});
+      return RespondLeaseRenewed(*ctx, res.results[0].Get(0, "lease_expires_at").AsInt());
     }
     // Nothing changed: read the job to say why (only then, so the common case writes only).
     Batch why;
@@ -80,10 +79,8 @@ Plan HandleHeartbeat(CtxPtr ctx) {
     return Plan::Run(std::move(why), [ctx, epoch, step](BatchResult res) -> Plan {
       if (!res.status.ok()) return DbFail(res.status);
       const Rows& job = res.results[0];
-      if (!job.empty() && job.Get(0, "state").AsText() == "canceled" &&
-          job.Get(0, "lease_epoch").AsInt() == epoch &&
-          job.Get(0, "node_id").AsText() == ctx->caller.id) {
-        return RespondJson(200, {{"lease_expires_at", nullptr}, {"ttl_s", 0}, {"cancel", true}});
+      if (HeldBy(job, *ctx, epoch) && job.Get(0, "state").AsText() == "canceled") {
+        return RespondLeaseCanceled();
       }
       Status st = ExplainLease(job, *ctx, epoch);
       if (!st.ok()) return Plan::Fail(st);
@@ -127,8 +124,11 @@ Plan HandleCheckpointUrl(CtxPtr ctx) {
 
 // POST /v1/jobs/{id}/checkpoints/{step}/commit {epoch, sha256, size}: the job's latest
 // checkpoint moves to this step only if it is newer. With the built-in store the object must be
-// stored with this sha256 and size (blobs). Keeps the newest keep_checkpoints; the keys of older
-// ones are handed to the shell for deletion after the response.
+// stored with this sha256 and size (blobs). Keeps the newest keep_checkpoints, and those an open
+// verification still needs (its start and the checkpoint under check); the keys of the others
+// are handed to the shell for deletion after the response. With the job's verify_fraction the
+// commit opens a verification of the segment from the previous checkpoint (verification.h);
+// the draw comes from the request's entropy, which the node never sees.
 Plan HandleCheckpointCommit(CtxPtr ctx) {
   if (!JobIdOk(ctx)) return Plan::Fail(Status::NotFound("no such job"));
   int64_t step = 0;
@@ -180,6 +180,15 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
       "SELECT ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM jobs WHERE " +
           newer + ")" + stored + " ON CONFLICT DO NOTHING",
       Cat(Cat({job, step, epoch, key, sha, size, now}, np), sp));
+  // Before the job's UPDATE: ckpt_* still name the previous checkpoint, the segment's start.
+  b.Add(
+      "INSERT INTO verifications (id, job_id, round, step_from, from_key, from_sha256, "
+      "from_size, step, claimed_sha256, trainer_node, state, created_at) SELECT ?, id, 1, "
+      "COALESCE(ckpt_step, 0), ckpt_key, ckpt_sha256, ckpt_size, ?, ?, ?, 'pending', ? FROM jobs "
+      "WHERE " +
+          newer + " AND " + row + " AND ? < verify_fraction",
+      Cat(Cat(Cat({NewId(ctx->req.entropy, "v"), step, sha, ctx->caller.id, now}, np), rp),
+          {VerificationDraw(ctx->req.entropy)}));
   b.Add(
       "UPDATE segments SET step_committed = MAX(step_committed, ?), step_end = MAX(step_end, ?) "
       "WHERE job_id = ? AND epoch = ? AND EXISTS (SELECT 1 FROM jobs WHERE " +
@@ -190,14 +199,19 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
       "ckpt_committed_at = ?, step_done = MAX(step_done, ?), updated_at = ? WHERE " +
           newer + " AND " + row + " RETURNING ckpt_step",
       Cat(Cat({step, key, sha, size, now, step, now}, np), rp));
+  const std::string needed =
+      " AND NOT EXISTS (SELECT 1 FROM verifications v WHERE v.job_id = checkpoints.job_id AND "
+      "v.state IN ('pending', 'running') AND checkpoints.step IN (v.step_from, v.step))";
   const std::string pruned =
       "SELECT key FROM checkpoints WHERE job_id = ? AND step NOT IN "
       "(SELECT step FROM checkpoints WHERE job_id = ? ORDER BY step DESC "
-      "LIMIT ?)";
+      "LIMIT ?)" +
+      needed;
   b.Add("DELETE FROM blobs WHERE key IN (" + pruned + ")", {job, job, keep});
   b.Add(
       "DELETE FROM checkpoints WHERE job_id = ? AND step NOT IN (SELECT step FROM checkpoints "
-      "WHERE job_id = ? ORDER BY step DESC LIMIT ?) RETURNING key",
+      "WHERE job_id = ? ORDER BY step DESC LIMIT ?)" +
+          needed + " RETURNING key",
       {job, job, keep});
   b.Add(std::string("SELECT ") + kLeaseColumns + " FROM jobs WHERE id = ?", {job});
   b.Add("SELECT size, sha256 FROM blobs WHERE key = ?", {key});
@@ -206,18 +220,18 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
       std::move(b), [ctx, epoch, step, sha, size, key, builtin](BatchResult res) -> Plan {
         if (!res.status.ok()) return DbFail(res.status);
         std::vector<std::string> deletes;
-        for (const auto& row : res.results[4].rows) deletes.push_back(row[0].AsText());
+        for (const auto& row : res.results[5].rows) deletes.push_back(row[0].AsText());
         auto respond = [&](Plan p) { return std::move(p).WithBlobDeletes(deletes); };
         Json ok = {
             {"committed", true}, {"step", step}, {"key", key}, {"sha256", sha}, {"size", size}};
-        if (!res.results[2].empty()) return respond(RespondJson(200, ok));
-        const Rows& job = res.results[5];
+        if (!res.results[3].empty()) return respond(RespondJson(200, ok));
+        const Rows& job = res.results[6];
         Status st = ExplainLease(job, *ctx, epoch);
         if (!st.ok()) return respond(Plan::Fail(st));
         if (step > job.Get(0, "steps_total").AsInt()) {
           return respond(Plan::Fail(Status::Invalid("step is beyond the job's steps")));
         }
-        const Rows& existing = res.results[7];
+        const Rows& existing = res.results[8];
         if (job.Get(0, "ckpt_step").AsInt() == step && !existing.empty() &&
             existing.Get(0, "sha256").AsText() == sha && existing.Get(0, "size").AsInt() == size &&
             existing.Get(0, "epoch").AsInt() == epoch) {
@@ -228,7 +242,7 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
                                          std::to_string(job.Get(0, "ckpt_step").AsInt()) +
                                          " is already committed"));
         }
-        const Rows& blob = res.results[6];
+        const Rows& blob = res.results[7];
         if (builtin && (blob.empty() || blob.Get(0, "sha256").AsText() != sha ||
                         blob.Get(0, "size").AsInt() != size)) {
           return respond(Plan::Fail(Status::Invalid(

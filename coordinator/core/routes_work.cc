@@ -6,6 +6,11 @@
 // inside the same statement). The claim bumps lease_epoch and stamps a fresh lease_nonce; the
 // rest of the batch selects by that nonce, so it acts only if this claim won.
 //
+// A node that sends {"verify": true} also takes verification work (verification.h) when no job
+// is claimable, so verification never delays a job: never one whose segment it trained itself
+// (nor, in round 2, one it verified in round 1). The verification claim is in the same batch,
+// guarded by "no job was claimed by this nonce".
+//
 // POST /v1/jobs/{id}/downloads (lease holder): the claim's download URLs, minted again.
 #include "coordinator/core/blob_urls.h"
 #include "coordinator/core/ids.h"
@@ -85,12 +90,79 @@ Json ParseSpec(const std::string& text) {
   return Json::object();
 }
 
+// A claim's answer {job, lease, inputs, resume?} from a row with id, kind, spec, steps_total,
+// lease_epoch, lease_expires_at and the ckpt_* columns, and the input sizes (InputSizesSql).
+Json ClaimJson(const Ctx& ctx, const Rows& row, const Rows& sizes) {
+  const CoreConfig& config = *ctx.config;
+  Json spec = ParseSpec(row.Get(0, "spec").AsText());
+  Json j = {{"id", row.Get(0, "id").AsText()},
+            {"kind", row.Get(0, "kind").AsText()},
+            {"params", spec.contains("params") ? spec["params"] : Json::object()},
+            {"steps", row.Get(0, "steps_total").AsInt()}};
+  if (spec.contains("model") && spec["model"].contains("config")) {
+    j["model"] = {{"config", spec["model"]["config"]}};
+  }
+  Json body = {{"job", j},
+               {"lease",
+                {{"epoch", row.Get(0, "lease_epoch").AsInt()},
+                 {"expires_at", FormatTime(row.Get(0, "lease_expires_at").AsInt())},
+                 {"ttl_s", config.stall_after_s},
+                 {"heartbeat_interval", config.heartbeat_interval_s}}}};
+  AddDownloads(config, ctx.now(), spec, row, sizes, &body);
+  return body;
+}
+
+// Statements 5-7 of the claim batch: claim the oldest open verification this node may take
+// (pending, or running with an expired lease) unless the batch claimed a job; read it with its
+// job; its job's input sizes. Parameters as in the claim: ?1 nonce, ?2 node, ?3 now, ?4 expiry.
+void AddVerificationClaim(const CtxPtr& ctx, const std::string& nonce, Batch* b) {
+  const int64_t now = ctx->now();
+  const int64_t expires = now + int64_t(ctx->config->stall_after_s * 1000);
+  b->Add(
+      "UPDATE verifications SET state = 'running', lease_epoch = lease_epoch + 1, "
+      "lease_nonce = ?1, node_id = ?2, lease_expires_at = ?4, started_at = ?3, "
+      "gpu_name = (SELECT gpu_name FROM nodes WHERE id = ?2), usd_per_hour = "
+      "COALESCE((SELECT p.usd_per_hour FROM prices p, nodes n WHERE n.id = ?2 AND p.gpu = "
+      "n.gpu_name), (SELECT p.usd_per_hour FROM prices p WHERE p.gpu = '*'), 0) "
+      "WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE lease_nonce = ?1) AND id = ("
+      "SELECT v.id FROM verifications v JOIN jobs j ON j.id = v.job_id "
+      "WHERE v.state IN ('pending', 'running') AND (v.state = 'pending' OR "
+      "v.lease_expires_at < ?3) AND v.trainer_node <> ?2 AND "
+      "(v.other_node IS NULL OR v.other_node <> ?2) AND j.state IN ('pending', 'running', "
+      "'completed') AND j.min_vram_mb <= (SELECT n.vram_mb FROM nodes n WHERE n.id = ?2 AND "
+      "n.state = 'active') ORDER BY v.created_at, v.id LIMIT 1)",
+      {nonce, ctx->caller.id, now, expires});
+  b->Add(
+      "SELECT v.id AS verification_id, v.round, v.step, v.lease_epoch, v.lease_expires_at, "
+      "CASE WHEN v.from_key IS NULL THEN NULL ELSE v.step_from END AS ckpt_step, "
+      "v.from_key AS ckpt_key, v.from_sha256 AS ckpt_sha256, v.from_size AS ckpt_size, "
+      "j.id, j.kind, j.spec, j.steps_total FROM verifications v JOIN jobs j ON j.id = v.job_id "
+      "WHERE v.lease_nonce = ?",
+      {nonce});
+  b->Add(InputSizesSql("j.id = (SELECT job_id FROM verifications WHERE lease_nonce = ?)"), {nonce});
+}
+
+// The claim's answer for a verification: the job as a resume from checkpoint k, with
+// "verification": {id, stop_step, round}. The node trains to stop_step (the job's steps stay
+// the job's: a schedule over them must not change) and uploads that checkpoint through the
+// verification's routes instead of the job's.
+Plan RespondVerificationClaim(const Ctx& ctx, const Rows& v, const Rows& sizes) {
+  Json body = ClaimJson(ctx, v, sizes);
+  body["verification"] = {{"id", v.Get(0, "verification_id").AsText()},
+                          {"stop_step", v.Get(0, "step").AsInt()},
+                          {"round", v.Get(0, "round").AsInt()}};
+  return RespondJson(200, body);
+}
+
 }  // namespace
 
 Plan HandleWork(CtxPtr ctx) {
-  if (!ctx->body.empty()) {
-    return Plan::Fail(Status::Invalid(ctx->body.begin().key() + " is not a known field"));
-  }
+  FieldReader r(ctx->body);
+  static const char* const kKeys[] = {"verify", nullptr};
+  r.OnlyKeys(kKeys);
+  bool verify = false;
+  r.Bool("verify", &verify, false);
+  if (!r.ok()) return Plan::Fail(r.status());
   const CoreConfig& config = *ctx->config;
   const int64_t now = ctx->now();
   const std::string& node = ctx->caller.id;
@@ -140,33 +212,21 @@ Plan HandleWork(CtxPtr ctx) {
       {nonce, node, config.heartbeat_interval_s, now});
   b.Add("UPDATE nodes SET last_seen_at = ? WHERE id = ?", {now, node});
   b.Add(InputSizesSql("j.lease_nonce = ?"), {nonce});
-  return Plan::Run(std::move(b), [ctx](BatchResult res) -> Plan {
+  if (verify) AddVerificationClaim(ctx, nonce, &b);
+  return Plan::Run(std::move(b), [ctx, verify](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     const CoreConfig& config = *ctx->config;
     const Rows& job = res.results[0];
+    if (job.empty() && verify && !res.results[6].empty()) {
+      return RespondVerificationClaim(*ctx, res.results[6], res.results[7]);
+    }
     if (job.empty()) {
       HttpResponse resp = HttpResponse::NoContent();
       resp.headers.emplace_back("Retry-After",
                                 std::to_string(int64_t(config.retry_after_s + 0.999)));
       return Plan::Respond(std::move(resp));
     }
-    const int64_t now = ctx->now();
-    Json spec = ParseSpec(job.Get(0, "spec").AsText());
-    Json j = {{"id", job.Get(0, "id").AsText()},
-              {"kind", job.Get(0, "kind").AsText()},
-              {"params", spec.contains("params") ? spec["params"] : Json::object()},
-              {"steps", job.Get(0, "steps_total").AsInt()}};
-    if (spec.contains("model") && spec["model"].contains("config")) {
-      j["model"] = {{"config", spec["model"]["config"]}};
-    }
-    Json body = {{"job", j},
-                 {"lease",
-                  {{"epoch", job.Get(0, "lease_epoch").AsInt()},
-                   {"expires_at", FormatTime(job.Get(0, "lease_expires_at").AsInt())},
-                   {"ttl_s", config.stall_after_s},
-                   {"heartbeat_interval", config.heartbeat_interval_s}}}};
-    AddDownloads(config, now, spec, job, res.results[4], &body);
-    return RespondJson(200, body);
+    return RespondJson(200, ClaimJson(*ctx, job, res.results[4]));
   });
 }
 
@@ -174,12 +234,9 @@ Plan HandleWork(CtxPtr ctx) {
 // again, for a holder whose first URLs expired during a long download. Read-only.
 Plan HandleDownloads(CtxPtr ctx) {
   if (!IsPlainId(ctx->args[0])) return Plan::Fail(Status::NotFound("no such job"));
-  FieldReader r(ctx->body);
-  static const char* const kKeys[] = {"epoch", nullptr};
-  r.OnlyKeys(kKeys);
   int64_t epoch = 0;
-  ReadEpoch(r, &epoch);
-  if (!r.ok()) return Plan::Fail(r.status());
+  Status body = ReadEpochOnly(ctx->body, &epoch);
+  if (!body.ok()) return Plan::Fail(body);
   Batch b;
   b.Add(std::string("SELECT ") + kLeaseColumns + ", ckpt_key, spec FROM jobs WHERE id = ?",
         {ctx->args[0]});

@@ -4,17 +4,23 @@ namespace gleaner::core {
 
 int64_t SqlValue::AsInt() const {
   switch (type_) {
-    case Type::kInt: return i_;
-    case Type::kReal: return int64_t(d_);
-    default: return 0;
+    case Type::kInt:
+      return i_;
+    case Type::kReal:
+      return int64_t(d_);
+    default:
+      return 0;
   }
 }
 
 double SqlValue::AsReal() const {
   switch (type_) {
-    case Type::kInt: return double(i_);
-    case Type::kReal: return d_;
-    default: return 0.0;
+    case Type::kInt:
+      return double(i_);
+    case Type::kReal:
+      return d_;
+    default:
+      return 0.0;
   }
 }
 

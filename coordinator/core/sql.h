@@ -21,11 +21,11 @@ class SqlValue {
  public:
   enum class Type { kNull, kInt, kReal, kText };
   SqlValue() = default;
-  SqlValue(int64_t v) : type_(Type::kInt), i_(v) {}             // NOLINT
-  SqlValue(int v) : type_(Type::kInt), i_(v) {}                 // NOLINT
-  SqlValue(double v) : type_(Type::kReal), d_(v) {}             // NOLINT
+  SqlValue(int64_t v) : type_(Type::kInt), i_(v) {}                  // NOLINT
+  SqlValue(int v) : type_(Type::kInt), i_(v) {}                      // NOLINT
+  SqlValue(double v) : type_(Type::kReal), d_(v) {}                  // NOLINT
   SqlValue(std::string v) : type_(Type::kText), s_(std::move(v)) {}  // NOLINT
-  SqlValue(const char* v) : type_(Type::kText), s_(v) {}        // NOLINT
+  SqlValue(const char* v) : type_(Type::kText), s_(v) {}             // NOLINT
   static SqlValue Null() { return SqlValue(); }
 
   Type type() const { return type_; }

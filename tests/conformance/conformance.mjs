@@ -370,6 +370,84 @@ test("checkpoints: upload, commit, stale commits refused, resume handed to the n
   }
 });
 
+test("verification: a replay lease for another node; two replays that disagree with the trainer quarantine it and rewind the job", async () => {
+  const dev = developer();
+  try {
+    const trainer = await newNode();
+    const job = expectOk(await dev.submit(synthetic(10, { verify_fraction: 1 })), 201);
+    assert.equal(job.verification.fraction, 1);
+    const w = expectOk(await claim(trainer));
+    assert.equal(w.job.id, job.id);
+    const epoch = w.lease.epoch;
+    const forged = randomBytes(2000);
+    const up = expectOk(await call("POST", `/v1/jobs/${job.id}/checkpoints`, { token: trainer.token, body: { epoch, step: 5 } }));
+    assert.ok((await putBlob(up.url, forged)).status < 300);
+    expectOk(await call("POST", `/v1/jobs/${job.id}/checkpoints/5/commit`, { token: trainer.token, body: { epoch, sha256: sha256(forged), size: forged.length } }));
+
+    // Round 1: another node replays the segment 0 -> 5 (from scratch: no resume).
+    const verifyClaim = async (node) => call("POST", "/v1/work", { token: node.token, body: { verify: true } });
+    const a = await newNode();
+    const va = expectOk(await verifyClaim(a));
+    assert.equal(va.job.id, job.id);
+    assert.equal(va.job.steps, 10);
+    assert.equal(va.verification.stop_step, 5);
+    assert.equal(va.verification.round, 1);
+    assert.equal(va.resume, undefined);
+    const vpath = `/v1/verifications/${va.verification.id}`;
+    const ve = va.lease.epoch;
+    const hb = expectOk(await call("POST", `${vpath}/heartbeat`, { token: a.token, body: { epoch: ve, step: 3 } }));
+    assert.equal(hb.cancel, false);
+    expectError(await call("POST", `${vpath}/heartbeat`, { token: a.token, body: { epoch: ve + 1 } }), 409);
+    expectError(await call("POST", `${vpath}/heartbeat`, { token: trainer.token, body: { epoch: ve } }), 409);
+    expectError(await call("POST", "/v1/verifications/v_0000000000000000/heartbeat", { token: a.token, body: { epoch: 1 } }), 404);
+    expectError(await call("POST", `${vpath}/heartbeat`, { token: opToken, body: { epoch: ve } }), 403);
+    const honest = randomBytes(2000);
+    const vup = expectOk(await call("POST", `${vpath}/checkpoint`, { token: a.token, body: { epoch: ve } }));
+    assert.match(vup.key, new RegExp(`^jobs/${job.id}/verify/`));
+    expectError(await call("POST", `${vpath}/commit`, { token: a.token, body: { epoch: ve, sha256: sha256(honest), size: honest.length } }), 400);
+    assert.ok((await putBlob(vup.url, honest)).status < 300);
+    const done = expectOk(await call("POST", `${vpath}/commit`, { token: a.token, body: { epoch: ve, sha256: sha256(honest), size: honest.length } }));
+    assert.equal(done.step, 5);
+    // A retried commit is fine; the lease is over for anything else.
+    expectOk(await call("POST", `${vpath}/commit`, { token: a.token, body: { epoch: ve, sha256: sha256(honest), size: honest.length } }));
+    expectError(await call("POST", `${vpath}/heartbeat`, { token: a.token, body: { epoch: ve } }), 409);
+
+    let ev = expectOk(await call("GET", `/v1/jobs/${job.id}/events`, { token: await dev.token() }));
+    assert.equal(ev.verifications.length, 2);
+    assert.equal(ev.verifications[0].verdict, "disagree");
+    assert.equal(ev.verifications[0].claimed_sha256, sha256(forged));
+    assert.equal(ev.verifications[0].trainer_node, trainer.id);
+    assert.equal(ev.verifications[1].round, 2);
+    assert.equal(ev.verifications[1].state, "pending");
+
+    // Round 2: a third node (never the trainer or the first verifier) agrees with the first.
+    const b = await newNode();
+    const vb = expectOk(await verifyClaim(b));
+    assert.equal(vb.verification.round, 2);
+    assert.equal(vb.verification.id, ev.verifications[1].id);
+    const bpath = `/v1/verifications/${vb.verification.id}`;
+    const bup = expectOk(await call("POST", `${bpath}/checkpoint`, { token: b.token, body: { epoch: vb.lease.epoch } }));
+    assert.ok((await putBlob(bup.url, honest)).status < 300);
+    expectOk(await call("POST", `${bpath}/commit`, { token: b.token, body: { epoch: vb.lease.epoch, sha256: sha256(honest), size: honest.length } }));
+
+    // The trainer is quarantined, its lease is over, the job is back at the segment's start.
+    expectError(await call("POST", `/v1/jobs/${job.id}/heartbeat`, { token: trainer.token, body: { epoch, step: 6 } }), 409);
+    const q = await call("POST", "/v1/work", { token: trainer.token, body: {} });
+    assert.equal(q.status, 204);
+    assert.equal(q.headers.get("gleaner-node-state"), "quarantined");
+    ev = expectOk(await call("GET", `/v1/jobs/${job.id}/events`, { token: await dev.token() }));
+    assert.equal(ev.job.state, "pending");
+    assert.equal(ev.job.latest_checkpoint, null);
+    assert.deepEqual(ev.checkpoints, []);
+    assert.equal(ev.verifications[1].verdict, "trainer_bad");
+    assert.equal(ev.job.verification.rejected, 1);
+    assert.equal(ev.job.verification.open, 0);
+    assert.ok(ev.failures.some((f) => f.node_id === trainer.id));
+  } finally {
+    await dev.cleanup();
+  }
+});
+
 test("complete: outputs uploaded, result URLs download the same bytes, later writes are 409", async () => {
   const dev = developer();
   try {

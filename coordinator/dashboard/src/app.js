@@ -224,6 +224,8 @@ function drawSummary() {
     ["total cost", usd(tot.cost_usd)], ["USD per step", usd(tot.cost_per_step)],
     ["wasted", tot.cost_usd ? `${usd(tot.wasted_cost_usd)} (${(100 * tot.wasted_cost_usd / tot.cost_usd).toFixed(1)} %)` : "–"],
     ["queue wait p50 / p95", `${num(tot.queue_wait_median_s, 1)} / ${num(tot.queue_wait_p95_s, 1)} s`],
+    // Replay spot checks, billed apart from training (docs/architecture.md "Verified training").
+    ["verification", usd(tot.verification_cost_usd)],
   ];
   $("summary").replaceChildren(...cards.map(([k, v]) => el("div", { "data-summary": k },
                                                             el("b", {}, v ?? "–"), el("span", {}, k))));

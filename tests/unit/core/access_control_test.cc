@@ -9,6 +9,7 @@
 #include <map>
 
 #include "coordinator/core/router.h"
+#include "coordinator/core/verification.h"
 #include "tests/unit/core/test_env.h"
 
 using namespace gleaner;
@@ -21,13 +22,14 @@ const char* const kCallerNames[] = {"operator",    "developer-owner", "developer
                                     "node-holder", "node-other",      "enroll"};
 
 // A world with one job owned by dev, held (epoch 1) by node, with checkpoint step 10 uploaded
-// (but not committed), output chain.txt and sample 0 of step 10 uploaded; dev_other and node_other
-// own nothing.
+// (but not committed), output chain.txt and sample 0 of step 10 uploaded; the holder also holds
+// (epoch 1) verification v_acl of another job's segment, its replay uploaded; dev_other and
+// node_other own nothing.
 struct World {
   TestEnv env;
   std::string tokens[kCallers];
-  std::string job, node_id, other_node_id, key_id, ckpt_sha, out_sha, sample_sha;
-  int64_t ckpt_size = 0, out_size = 0, sample_size = 0;
+  std::string job, node_id, other_node_id, key_id, ckpt_sha, out_sha, sample_sha, replay_sha;
+  int64_t ckpt_size = 0, out_size = 0, sample_size = 0, replay_size = 0;
 
   World() {
     tokens[kOp] = env.operator_token;
@@ -68,6 +70,18 @@ struct World {
     env.StoreBlob(sample.json["key"].get<std::string>(), png);
     sample_sha = Sha256Hex(png);
     sample_size = int64_t(png.size());
+    std::string checked = env.Submit(tokens[kDevOther], 10);
+    env.Query("UPDATE jobs SET state = 'completed' WHERE id = ?", {checked});  // not claimable
+    env.Query(
+        "INSERT INTO verifications (id, job_id, round, step_from, step, claimed_sha256, "
+        "trainer_node, state, lease_epoch, node_id, lease_expires_at, created_at, started_at) "
+        "VALUES ('v_acl', ?, 1, 0, 5, ?, ?, 'running', 1, ?, ?, ?, ?)",
+        {checked, std::string(64, 'a'), other_node_id, node_id, env.now_ms + 60000, env.now_ms,
+         env.now_ms});
+    std::string replay = "replayed checkpoint";
+    env.StoreBlob(core::VerificationKey(checked, "v_acl", 1), replay);
+    replay_sha = Sha256Hex(replay);
+    replay_size = int64_t(replay.size());
   }
 
   void Revoke(Caller c) {
@@ -124,6 +138,9 @@ const Cell kTable[] = {
     {"POST", "/v1/jobs/{job}/complete", {403, 403, 403, 200, 409, 403}},
     {"POST", "/v1/jobs/{job}/fail", {403, 403, 403, 200, 409, 403}},
     {"POST", "/v1/jobs/{job}/release", {403, 403, 403, 200, 409, 403}},
+    {"POST", "/v1/verifications/v_acl/heartbeat", {403, 403, 403, 200, 409, 403}},
+    {"POST", "/v1/verifications/v_acl/checkpoint", {403, 403, 403, 200, 409, 403}},
+    {"POST", "/v1/verifications/v_acl/commit", {403, 403, 403, 200, 409, 403}},
     {"PUT", "/v1/prices", {200, 403, 403, 403, 403, 403}},
     {"GET", "/v1/prices", {200, 403, 403, 403, 403, 403}},
     {"GET", "/v1/reports/cost", {200, 403, 403, 403, 403, 403}},
@@ -176,6 +193,11 @@ Json BodyFor(const World& w, const std::string& pattern, Caller c) {
   }
   if (pattern == "/v1/jobs/{job}/fail") return {{"epoch", 1}, {"reason", "acl test"}};
   if (pattern == "/v1/jobs/{job}/release") return {{"epoch", 1}};
+  if (pattern == "/v1/verifications/v_acl/heartbeat") return {{"epoch", 1}, {"step", 3}};
+  if (pattern == "/v1/verifications/v_acl/checkpoint") return {{"epoch", 1}};
+  if (pattern == "/v1/verifications/v_acl/commit") {
+    return {{"epoch", 1}, {"sha256", w.replay_sha}, {"size", w.replay_size}};
+  }
   if (pattern == "/v1/prices") return {{"gpu", "RTX 4090"}, {"usd_per_hour", 0.4}};
   if (pattern == "/v1/agent/releases") {
     std::string manifest =
@@ -209,8 +231,9 @@ TEST_CASE("the access table covers every route", "[acl]") {
   std::map<std::string, int> covered;
   for (const Cell& cell : kTable) {
     std::string p = cell.pattern;
-    for (auto [hole, name] : {std::pair{"{job}", "{id}"}, std::pair{"{node}", "{id}"},
-                              std::pair{"{key}", "{id}"}, std::pair{"/10/", "/{step}/"}}) {
+    for (auto [hole, name] :
+         {std::pair{"{job}", "{id}"}, std::pair{"{node}", "{id}"}, std::pair{"{key}", "{id}"},
+          std::pair{"/10/", "/{step}/"}, std::pair{"v_acl", "{id}"}}) {
       size_t at = p.find(hole);
       if (at != std::string::npos) p.replace(at, std::string(hole).size(), name);
     }

@@ -120,10 +120,11 @@ TEST_CASE("cost report by job, gpu and node reconciles with hand-computed figure
   CHECK(gpu.content_type.rfind("text/csv", 0) == 0);
   CHECK(gpu.body ==
         "group,segments,steps,billable_seconds,cost_usd,cost_per_step,wasted_seconds,"
-        "wasted_cost_usd,queue_wait_median_s,queue_wait_p95_s,sampling_seconds,sampling_cost_usd\n"
-        "H100,2,60,180,0.18,0.003,90,0.09,0,181,0,0\n"
-        "T4,1,70,90,0.045,0.000642857142857,0,0,61,61,0,0\n"
-        "total,3,130,270,0.225,0.00173076923077,90,0.09,61,181,0,0\n");
+        "wasted_cost_usd,queue_wait_median_s,queue_wait_p95_s,sampling_seconds,sampling_cost_usd,"
+        "verification_seconds,verification_cost_usd\n"
+        "H100,2,60,180,0.18,0.003,90,0.09,0,181,0,0,0,0\n"
+        "T4,1,70,90,0.045,0.000642857142857,0,0,61,61,0,0,0,0\n"
+        "total,3,130,270,0.225,0.00173076923077,90,0.09,61,181,0,0,0,0\n");
   Resp node = env.Get("/v1/reports/cost?group_by=node", env.operator_token);
   REQUIRE(node.json["groups"].size() == 2);
   Resp day = env.Get("/v1/reports/cost?group_by=day", env.operator_token);

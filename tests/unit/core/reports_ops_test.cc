@@ -168,7 +168,8 @@ TEST_CASE("cost report reconciles with the segments summed independently", "[rep
   REQUIRE(csv.status == 200);
   CHECK(csv.body.rfind("group,segments,steps,billable_seconds,cost_usd,cost_per_step,"
                        "wasted_seconds,wasted_cost_usd,queue_wait_median_s,queue_wait_p95_s,"
-                       "sampling_seconds,sampling_cost_usd\n",
+                       "sampling_seconds,sampling_cost_usd,verification_seconds,"
+                       "verification_cost_usd\n",
                        0) == 0);
   CHECK(csv.body.find("\nH100,") != std::string::npos);
   CHECK(csv.body.find("\ntotal,6,") != std::string::npos);

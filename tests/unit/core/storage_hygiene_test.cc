@@ -2,6 +2,7 @@
 // developer's pending upload reservations are bounded in number (429) and bytes (413).
 #include <algorithm>
 
+#include "coordinator/core/verification.h"
 #include "tests/unit/core/test_env.h"
 
 using namespace gleaner;
@@ -76,6 +77,40 @@ TEST_CASE("maintenance keeps the outputs of a running job", "[hygiene]") {
   env.StoreBlob(Key(out), "a");
   env.Advance(2 * 86400);
   CHECK(env.Post("/v1/admin/maintenance", env.operator_token).deletes.empty());
+}
+
+TEST_CASE(
+    "maintenance deletes a replay's upload that was never committed, once no replay of "
+    "its job is open",
+    "[hygiene]") {
+  TestEnv env;
+  const std::string job = env.Submit(env.Developer(), 100);
+  env.Query(
+      "INSERT INTO verifications (id, job_id, round, step_from, step, claimed_sha256, "
+      "trainer_node, state, created_at) VALUES ('v_gc', ?, 1, 0, 10, ?, 'n_x', 'pending', ?)",
+      {job, std::string(64, 'a'), env.now_ms});
+  const std::string key = core::VerificationKey(job, "v_gc", 1);
+  env.StoreBlob(key, "an upload its node never committed");
+  env.Query("UPDATE verifications SET state = 'running'");
+  env.Advance(2 * 86400);
+  CHECK(env.Post("/v1/admin/maintenance", env.operator_token).deletes.empty());
+  env.Query("UPDATE verifications SET state = 'void'");
+  Resp tick = env.Post("/v1/admin/maintenance", env.operator_token);
+  CHECK(tick.deletes == std::vector<std::string>{key});
+}
+
+TEST_CASE("maintenance voids replays no node claimed within the grace", "[hygiene]") {
+  TestEnv env;
+  const std::string job = env.Submit(env.Developer(), 100);
+  env.Query(
+      "INSERT INTO verifications (id, job_id, round, step_from, step, claimed_sha256, "
+      "trainer_node, state, created_at) VALUES ('v_old', ?, 1, 0, 10, ?, 'n_x', 'pending', ?)",
+      {job, std::string(64, 'a'), env.now_ms});
+  env.Advance(86400 - 10);
+  CHECK(env.Post("/v1/admin/maintenance", env.operator_token).json["verifications_voided"] == 0);
+  env.Advance(20);
+  CHECK(env.Post("/v1/admin/maintenance", env.operator_token).json["verifications_voided"] == 1);
+  CHECK(env.Scalar("SELECT count(*) FROM verifications WHERE state = 'void'") == 1);
 }
 
 TEST_CASE("uploads: pending reservations per developer are bounded in number and bytes",

@@ -237,7 +237,7 @@ class TestEnv {
   std::string Snapshot() {
     std::string out;
     for (const char* t : {"api_keys", "nodes", "jobs", "job_bans", "segments", "checkpoints",
-                          "blobs", "uploads", "prices", "scaling_events"}) {
+                          "blobs", "uploads", "prices", "scaling_events", "verifications"}) {
       Rows r = Query(std::string("SELECT * FROM ") + t + " ORDER BY 1, 2");
       out += std::string("#") + t + "\n";
       for (const auto& row : r.rows) {
