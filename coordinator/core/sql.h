@@ -21,11 +21,11 @@ class SqlValue {
  public:
   enum class Type { kNull, kInt, kReal, kText };
   SqlValue() = default;
-  SqlValue(int64_t v) : type_(Type::kInt), i_(v) {}             // NOLINT
-  SqlValue(int v) : type_(Type::kInt), i_(v) {}                 // NOLINT
-  SqlValue(double v) : type_(Type::kReal), d_(v) {}             // NOLINT
+  SqlValue(int64_t v) : type_(Type::kInt), i_(v) {}                  // NOLINT
+  SqlValue(int v) : type_(Type::kInt), i_(v) {}                      // NOLINT
+  SqlValue(double v) : type_(Type::kReal), d_(v) {}                  // NOLINT
   SqlValue(std::string v) : type_(Type::kText), s_(std::move(v)) {}  // NOLINT
-  SqlValue(const char* v) : type_(Type::kText), s_(v) {}        // NOLINT
+  SqlValue(const char* v) : type_(Type::kText), s_(v) {}             // NOLINT
   static SqlValue Null() { return SqlValue(); }
 
   Type type() const { return type_; }
@@ -54,7 +54,15 @@ struct Batch {
     statements.push_back({std::move(sql), std::move(params)});
     return *this;
   }
+  // True unless every statement only reads: the shell runs a batch that writes on the writer
+  // (BEGIN IMMEDIATE, group commit) and one that does not on a read-only connection, without
+  // preparing the SQL to find out. Known from the core's own SQL: a statement reads only when
+  // it starts with SELECT or VALUES, or with WITH and names no INSERT/UPDATE/DELETE/REPLACE;
+  // anything else counts as a write (a wrong "writes" costs a little speed, never correctness).
+  bool writes() const;
 };
+// The rule of Batch::writes() for one statement.
+bool StatementWrites(const std::string& sql);
 
 // Rows of one statement (empty for statements that return nothing).
 struct Rows {

@@ -149,7 +149,7 @@ void PlanHandler::Advance(HttpConn* c, PlanPtr plan) {
       Advance(conn, plan);
     });
   };
-  (runner_->ReadOnly(plan->batch()) ? read_batches_ : write_batches_)
+  (plan->batch().writes() ? write_batches_ : read_batches_)
       .emplace_back(&plan->batch(), std::move(done));
 }
 
