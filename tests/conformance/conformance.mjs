@@ -204,6 +204,19 @@ test("bad bodies: malformed JSON, wrong types, unknown kinds, absurd numbers are
   assert.equal(list.jobs.length, 0, "a rejected submission created a job");
 });
 
+test("quarantine extended to an enroll key: the machine's next identity starts quarantined", async () => {
+  const owner = await newKey("enroll");
+  const register = (machine, token = owner) =>
+    call("POST", "/v1/nodes/register", { token, body: { machine_id: machine, gpu: { name: "RTX 3090", vram_mb: 24000 }, agent_version: "0.1.0" } });
+  const bad = expectOk(await register(`m-${uid()}`));
+  expectOk(await call("POST", `/v1/nodes/${bad.node_id}/quarantine`, { token: opToken, body: { extend_to_enroll_key: true } }));
+  const again = expectOk(await register(`m-${uid()}`));
+  assert.equal(again.state, "quarantined");
+  assert.equal(expectOk(await register(`m-${uid()}`, await newKey("enroll"))).state, "active");
+  expectOk(await call("POST", `/v1/nodes/${bad.node_id}/restore`, { token: opToken, body: {} }));
+  assert.equal(expectOk(await register(`m-${uid()}`)).state, "active");
+});
+
 test("bodies over the limit are 413", async () => {
   const t = await newKey("developer");
   const big = JSON.stringify({ kind: "synthetic", params: {}, pad: "x".repeat(1100000) });
