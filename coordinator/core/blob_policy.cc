@@ -7,52 +7,27 @@ namespace gleaner::core {
 const std::vector<BlobRefusalRow>& BlobRefusalTable() {
   using R = BlobRefusal;
   static const std::vector<BlobRefusalRow>* table = new std::vector<BlobRefusalRow>{
-      {R::kLengthRequired, "length_required", 411, "length_required"},
-      {R::kTooLarge, "too_large", 413, "too_large"},
-      {R::kShaMismatch, "sha_mismatch", 400, "bad_request"},
-      {R::kBodyUnreadable, "body_unreadable", 400, "bad_request"},
-      {R::kTooSlow, "too_slow", 408, "request_timeout"},
-      {R::kRangeNotSatisfiable, "range_not_satisfiable", 416, "bad_request"},
-      {R::kUploadInProgress, "upload_in_progress", 503, "unavailable"},
-      {R::kKeyBusy, "key_busy", 503, "unavailable"},
-      {R::kAllBusy, "all_busy", 503, "unavailable"},
-      {R::kMethodNotAllowed, "method_not_allowed", 404, "not_found"},
-      {R::kNoSuchObject, "no_such_object", 404, "not_found"},
+      {R::kLengthRequired, "length_required", 411, "length_required",
+       "blob uploads need a Content-Length header"},
+      {R::kTooLarge, "too_large", 413, "too_large", "body exceeds the URL's limit"},
+      {R::kShaMismatch, "sha_mismatch", 400, "bad_request", "sha256 mismatch"},
+      {R::kBodyUnreadable, "body_unreadable", 400, "bad_request",
+       "could not read the request body"},
+      {R::kTooSlow, "too_slow", 408, "request_timeout", "the request body arrived too slowly"},
+      {R::kRangeNotSatisfiable, "range_not_satisfiable", 416, "bad_request",
+       "range not satisfiable (one range within the object)"},
+      {R::kUploadInProgress, "upload_in_progress", 503, "unavailable",
+       "an upload to this key is in progress; retry when it has ended"},
+      {R::kKeyBusy, "key_busy", 503, "unavailable",
+       "too many transfers of this object at once; retry shortly"},
+      {R::kAllBusy, "all_busy", 503, "unavailable",
+       "too many blob transfers at once; retry shortly"},
+      {R::kMethodNotAllowed, "method_not_allowed", 404, "not_found",
+       "blobs support only PUT and GET"},
+      {R::kNoSuchObject, "no_such_object", 404, "not_found", "no such object"},
   };
   return *table;
 }
-
-namespace {
-
-const char* DefaultMessage(BlobRefusal r) {
-  switch (r) {
-    case BlobRefusal::kLengthRequired:
-      return "blob uploads need a Content-Length header";
-    case BlobRefusal::kTooLarge:
-      return "body exceeds the URL's limit";
-    case BlobRefusal::kShaMismatch:
-      return "sha256 mismatch";
-    case BlobRefusal::kBodyUnreadable:
-      return "could not read the request body";
-    case BlobRefusal::kTooSlow:
-      return "the request body arrived too slowly";
-    case BlobRefusal::kRangeNotSatisfiable:
-      return "range not satisfiable (one range within the object)";
-    case BlobRefusal::kUploadInProgress:
-      return "an upload to this key is in progress; retry when it has ended";
-    case BlobRefusal::kKeyBusy:
-      return "too many transfers of this object at once; retry shortly";
-    case BlobRefusal::kAllBusy:
-      return "too many blob transfers at once; retry shortly";
-    case BlobRefusal::kMethodNotAllowed:
-      return "blobs support only PUT and GET";
-    case BlobRefusal::kNoSuchObject:
-      return "no such object";
-  }
-  return "refused";
-}
-
-}  // namespace
 
 HttpResponse BlobRefusalResponse(BlobRefusal refusal, const std::string& message) {
   const BlobRefusalRow* row = nullptr;
@@ -60,8 +35,7 @@ HttpResponse BlobRefusalResponse(BlobRefusal refusal, const std::string& message
     if (r.refusal == refusal) row = &r;
   }
   Json body = {
-      {"error",
-       {{"code", row->code}, {"message", message.empty() ? DefaultMessage(refusal) : message}}}};
+      {"error", {{"code", row->code}, {"message", message.empty() ? row->message : message}}}};
   HttpResponse out = HttpResponse::Json(row->status, body);
   if (row->status == 503) out.headers.emplace_back("Retry-After", "1");
   return out;

@@ -45,7 +45,8 @@ struct BlobRefusalRow {
   BlobRefusal refusal;
   const char* name;  // stable identifier for shells ("too_slow")
   int status;
-  const char* code;  // the error code of the answer's body
+  const char* code;     // the error code of the answer's body
+  const char* message;  // the answer's message unless the caller has a more precise one
 };
 const std::vector<BlobRefusalRow>& BlobRefusalTable();
 
