@@ -324,7 +324,6 @@ async function handleApi(core, env, ctx, request, url, path) {
   };
   const done = await drive(core, env.DB, core.start({ op: "request", request: req }));
   deleteBlobs(env, ctx, done.blob_deletes);
-  reportPoolActions(done.pool);
   return toResponse(done.response);
 }
 
