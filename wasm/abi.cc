@@ -79,3 +79,12 @@ GL_EXPORT(gl_open_plans) int32_t gl_open_plans() {
 GL_EXPORT(gl_authorize_blob) int32_t gl_authorize_blob(const char* ptr, int32_t len) {
   return Answer(Session().AuthorizeBlob(In(ptr, len)));
 }
+
+// The settings table (EdgeSession::Settings); the input is ignored.
+GL_EXPORT(gl_settings) int32_t gl_settings(const char*, int32_t) {
+  return Answer(Session().Settings());
+}
+
+GL_EXPORT(gl_blob) int32_t gl_blob(const char* ptr, int32_t len) {
+  return Answer(Session().Blob(In(ptr, len)));
+}

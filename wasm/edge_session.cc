@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "coordinator/core/settings.h"
 #include "wasm/wire_json.h"
 
 namespace gleaner::edge {
@@ -31,6 +32,21 @@ std::string EdgeSession::Init(const std::string& config_json) {
   return "";
 }
 
+std::string EdgeSession::Settings() const {
+  static const char* const kKinds[] = {"string", "seconds", "number", "integer", "boolean", "rate"};
+  Json out = Json::array();
+  for (const core::Setting& s : core::CoreSettings()) {
+    Json e = {{"name", s.name},
+              {"env", core::SettingEnvName(s.name)},
+              {"kind", kKinds[int(s.kind)]},
+              {"default", core::SettingDefault(s)},
+              {"doc", s.doc}};
+    if (coordinator_) e["value"] = s.get(coordinator_->config());
+    out.push_back(std::move(e));
+  }
+  return DumpJson(out);
+}
+
 std::string EdgeSession::Step(Plan plan) {
   std::string out;
   if (plan.done()) {
@@ -41,7 +57,20 @@ std::string EdgeSession::Step(Plan plan) {
       if (i > 0) out.push_back(',');
       AppendJsonString(&out, plan.blob_deletes()[i]);
     }
-    out += "]}";
+    out += "]";
+    const core::PoolActions& pool = plan.pool_actions();
+    if (!pool.empty()) {
+      out += ",\"pool\":{\"target\":" + std::to_string(pool.target) + ",\"reallocate\":[";
+      for (size_t i = 0; i < pool.reallocate.size(); ++i) {
+        out += i > 0 ? ",{\"node_id\":" : "{\"node_id\":";
+        AppendJsonString(&out, pool.reallocate[i].node_id);
+        out += ",\"machine_id\":";
+        AppendJsonString(&out, pool.reallocate[i].machine_id);
+        out.push_back('}');
+      }
+      out += "]}";
+    }
+    out.push_back('}');
     return out;
   }
   int64_t handle = next_handle_++;
@@ -159,6 +188,75 @@ std::string EdgeSession::AuthorizeBlob(const std::string& json) {
   Json grant = {
       {"key", g->key}, {"method", g->method}, {"max_size", g->max_size}, {"sha256", g->sha256}};
   return DumpJson({{"ok", true}, {"grant", grant}});
+}
+
+std::string EdgeSession::Blob(const std::string& json) {
+  auto answer = [](const std::optional<HttpResponse>& refusal) {
+    if (!refusal) return std::string("{\"ok\":true}");
+    std::string out = "{\"ok\":false,\"response\":";
+    AppendResponseJson(&out, *refusal);
+    out += "}";
+    return out;
+  };
+  if (!coordinator_) return answer(HttpResponse::Error(Status::Unavailable("not initialised")));
+  Result<Json> parsed = ParseJson(json);
+  if (!parsed.ok()) return answer(HttpResponse::Error(Status::Internal(parsed.status().message())));
+  const Json& j = *parsed;
+  FieldReader f(j, "blob.");
+  std::string op, key, sha256, name, range;
+  bool put = false;
+  int64_t size = 0, content_length = -1, elapsed_ms = 0, moved = 0;
+  f.String("op", &op, true, 32);
+  f.String("key", &key, false, 4096);
+  f.Bool("put", &put, false);
+  f.String("sha256", &sha256, false, 64);
+  f.String("name", &name, false, 64);
+  f.String("range", &range, false, 4096);
+  f.Int("size", &size, false, 0, INT64_MAX);
+  f.Int("content_length", &content_length, false, -1, INT64_MAX);
+  f.Int("elapsed_ms", &elapsed_ms, false, 0, INT64_MAX);
+  f.Int("moved", &moved, false, 0, INT64_MAX);
+  core::BlobGrant grant;
+  const Json* g = nullptr;
+  if (f.Has("grant") && f.Object("grant", &g, false)) {
+    FieldReader gr(*g, "blob.grant.");
+    gr.String("key", &grant.key, true, 4096);
+    gr.String("method", &grant.method, false, 16);
+    gr.Int("max_size", &grant.max_size, true, -1, INT64_MAX);
+    gr.String("sha256", &grant.sha256, false, 64);
+    if (!gr.ok()) return answer(HttpResponse::Error(Status::Internal(gr.status().message())));
+  }
+  if (!f.ok()) return answer(HttpResponse::Error(Status::Internal(f.status().message())));
+  if (op == "admit") return answer(admission_.Admit(key, put));
+  if (op == "release") {
+    admission_.Release(key, put);
+    return answer(std::nullopt);
+  }
+  if (op == "put_head") return answer(core::CheckPutHead(grant, content_length, true));
+  if (op == "put_body") return answer(core::CheckPutBody(grant, size, sha256));
+  const core::BlobRateLimit rate = coordinator_->config().blob_rate();
+  if (op == "budget") {
+    return "{\"ok\":true,\"budget_ms\":" +
+           std::to_string(core::BlobTransferBudgetMs(rate, elapsed_ms, moved)) + "}";
+  }
+  if (op == "read") {
+    core::BlobRead read = core::DecideBlobRead(f.Has("range") ? &range : nullptr, size);
+    if (read.refusal) return answer(read.refusal);
+    Json headers = Json::array();
+    for (const auto& [k, v] : read.headers) headers.push_back({k, v});
+    return DumpJson({{"ok", true},
+                     {"status", read.status},
+                     {"first", read.first},
+                     {"length", read.length},
+                     {"headers", headers}});
+  }
+  if (op == "refusal") {
+    if (name == "too_slow") return answer(core::TooSlowResponse(rate));
+    for (const core::BlobRefusalRow& row : core::BlobRefusalTable()) {
+      if (name == row.name) return answer(core::BlobRefusalResponse(row.refusal));
+    }
+  }
+  return answer(HttpResponse::Error(Status::Internal("unknown blob op " + op + " " + name)));
 }
 
 }  // namespace gleaner::edge

@@ -90,17 +90,18 @@ try {
 } catch (e) {
   usage(`--config is not valid JSON: ${e.message}`);
 }
-if (opts.heartbeat !== undefined) config.heartbeat_interval_s = opts.heartbeat;
-if (opts.stall !== undefined) config.stall_after_s = opts.stall;
+if (opts.heartbeat !== undefined) config["heartbeat-interval"] = opts.heartbeat;
+if (opts.stall !== undefined) config["stall-after"] = opts.stall;
 
 const bindings = {
   GLEANER_BLOB_SIGNING_KEY: signingKey(opts.persist),
   GLEANER_CONFIG: JSON.stringify(config),
 };
-if (process.env.GLEANER_OPERATOR_TOKEN) {
-  bindings.GLEANER_OPERATOR_TOKEN = process.env.GLEANER_OPERATOR_TOKEN;
+// Every other GLEANER_* variable reaches the Worker as a variable of the same name: the
+// operator token, and any core setting as GLEANER_<NAME> (coordinator/core/settings.h).
+for (const [name, value] of Object.entries(process.env)) {
+  if (name.startsWith("GLEANER_") && !(name in bindings)) bindings[name] = value;
 }
-if (process.env.GLEANER_PUBLIC_URL) bindings.GLEANER_PUBLIC_URL = process.env.GLEANER_PUBLIC_URL;
 
 // Requests reach the Worker on a socket of its own, as in production; Miniflare's entry socket
 // (which also routes through Miniflare's own entry Worker, and has reset connections under

@@ -3,7 +3,9 @@
 #include <cctype>
 #include <cmath>
 #include <cstdint>
+#include <set>
 
+#include "coordinator/core/settings.h"
 #include "shared/sha256.h"
 
 namespace gleaner::edge {
@@ -157,94 +159,37 @@ bool Base64Decode(const std::string& text, std::string* out) {
 
 Result<CoreConfig> ConfigFromJson(const Json& j) {
   if (!j.is_object()) return Status::Invalid("config must be a JSON object");
-  static const char* const kKeys[] = {"heartbeat_interval_s",
-                                      "stall_after_s",
-                                      "keep_checkpoints",
-                                      "default_max_failures",
-                                      "quarantine_failures",
-                                      "quarantine_window_s",
-                                      "autoscale_min",
-                                      "autoscale_max",
-                                      "retry_after_s",
-                                      "verify_fraction",
-                                      "public_url",
-                                      "blob_signing_key",
-                                      "blob_url_ttl_s",
-                                      "max_request_body",
-                                      "max_upload_bytes",
-                                      "max_checkpoint_bytes",
-                                      "max_output_bytes",
-                                      "s3",
-                                      "developer_rate_limit",
-                                      "node_rate_limit",
-                                      "operator_rate_limit",
-                                      "enroll_rate_limit",
-                                      "max_active_jobs",
-                                      "max_spec_bytes",
-                                      nullptr};
   CoreConfig c;
-  FieldReader f(j, "config.");
-  f.OnlyKeys(kKeys);
-  f.Number("heartbeat_interval_s", &c.heartbeat_interval_s, false, 0, 1e9);
-  // Like the native shell: the stall threshold defaults to twice the heartbeat interval.
-  c.stall_after_s = 2 * c.heartbeat_interval_s;
-  f.Number("stall_after_s", &c.stall_after_s, false, 0, 1e9);
-  int64_t v = 0;
-  if (f.Int("keep_checkpoints", &v, false, 0, 1000000) && f.Has("keep_checkpoints")) {
-    c.keep_checkpoints = int(v);
-  }
-  if (f.Int("default_max_failures", &v, false, 0, 1000000) && f.Has("default_max_failures")) {
-    c.default_max_failures = int(v);
-  }
-  if (f.Int("quarantine_failures", &v, false, 0, 1000000) && f.Has("quarantine_failures")) {
-    c.quarantine_failures = int(v);
-  }
-  f.Number("quarantine_window_s", &c.quarantine_window_s, false, 0, 1e9);
-  if (f.Int("autoscale_min", &v, false, 0, 1000000) && f.Has("autoscale_min")) {
-    c.autoscale_min = int(v);
-  }
-  if (f.Int("autoscale_max", &v, false, 0, 1000000) && f.Has("autoscale_max")) {
-    c.autoscale_max = int(v);
-  }
-  f.Number("retry_after_s", &c.retry_after_s, false, 0, 1e9);
-  f.Number("verify_fraction", &c.verify_fraction, false, 0, 1);
-  f.String("public_url", &c.public_url, false, 2048);
-  f.String("blob_signing_key", &c.blob_signing_key, true, 4096);
-  f.Number("blob_url_ttl_s", &c.blob_url_ttl_s, false, 0, 1e9);
-  f.Int("max_request_body", &c.max_request_body, false, 0, INT64_MAX);
-  f.Int("max_upload_bytes", &c.max_upload_bytes, false, 0, INT64_MAX);
-  f.Int("max_checkpoint_bytes", &c.max_checkpoint_bytes, false, 0, INT64_MAX);
-  f.Int("max_output_bytes", &c.max_output_bytes, false, 0, INT64_MAX);
-  f.Int("max_active_jobs", &c.max_active_jobs, false, 0, INT64_MAX);
-  f.Int("max_spec_bytes", &c.max_spec_bytes, false, 0, INT64_MAX);
-  const std::pair<const char*, core::RateLimit*> rates[] = {
-      {"developer_rate_limit", &c.developer_rate},
-      {"node_rate_limit", &c.node_rate},
-      {"operator_rate_limit", &c.operator_rate},
-      {"enroll_rate_limit", &c.enroll_rate}};
-  for (const auto& [key, field] : rates) {
+  std::set<std::string> given;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    const std::string origin = "config." + key;
+    // Secrets are not settings (core/settings.h): the Worker passes them from its secrets.
+    std::string* secret = key == "blob-signing-key"        ? &c.blob_signing_key
+                          : key == "aws-access-key-id"     ? &c.s3.access_key_id
+                          : key == "aws-secret-access-key" ? &c.s3.secret_access_key
+                                                           : nullptr;
+    const core::Setting* setting = secret ? nullptr : core::FindCoreSetting(key);
+    if (!secret && !setting) {
+      return Status::Invalid(origin + ": unknown setting (names as in docs/operations.md)");
+    }
     std::string text;
-    if (!f.String(key, &text, false, 64) || !f.Has(key)) continue;
-    Result<core::RateLimit> r = core::ParseRateLimit(text);
-    if (!r.ok()) return Status::Invalid(std::string("config.") + key + ": " + r.status().message());
-    *field = *r;
+    if (it->is_string()) {
+      text = it->get<std::string>();
+    } else if (!secret && (it->is_number() || it->is_boolean())) {
+      text = it->dump();  // 30, 0.25, true: the same text a flag would carry
+    } else {
+      return Status::Invalid(origin + ": expected a string" +
+                             (secret ? "" : ", number or boolean"));
+    }
+    if (secret) {
+      *secret = std::move(text);
+      continue;
+    }
+    GLEANER_RETURN_IF_ERROR(core::ApplyCoreSetting(&c, *setting, text, origin));
+    given.insert(key);
   }
-  const Json* s3 = nullptr;
-  if (f.Object("s3", &s3, false)) {
-    static const char* const kS3Keys[] = {
-        "endpoint",          "bucket",     "region", "access_key_id",
-        "secret_access_key", "path_style", nullptr};
-    FieldReader g(*s3, "config.s3.");
-    g.OnlyKeys(kS3Keys);
-    g.String("endpoint", &c.s3.endpoint, false, 2048);
-    g.String("bucket", &c.s3.bucket, false, 255);
-    g.String("region", &c.s3.region, false, 64);
-    g.String("access_key_id", &c.s3.access_key_id, false, 256);
-    g.String("secret_access_key", &c.s3.secret_access_key, false, 256);
-    g.Bool("path_style", &c.s3.path_style, false);
-    if (!g.ok()) return g.status();
-  }
-  if (!f.ok()) return f.status();
+  core::DeriveCoreDefaults(&c, given);
   GLEANER_RETURN_IF_ERROR(c.Validate());
   return c;
 }

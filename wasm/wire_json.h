@@ -13,9 +13,10 @@
 //               comes with the first use of an id; integers travel as decimal strings)
 //   result:    {results: [{columns: [name...], rows: [[value...]...]}, ...]}
 //              | {error: {code: "conflict" | "unavailable" | "internal", message}}
-//   config:    CoreConfig field names (snake_case, seconds as numbers), all optional except
-//              blob_signing_key; s3: {endpoint, bucket, region, access_key_id,
-//              secret_access_key, path_style}.
+//   config:    {NAME: value, ...}: NAME from the core's settings table (core/settings.h, e.g.
+//              "heartbeat-interval", "max-nodes"), value a string, number or boolean in the
+//              table's syntax; all optional. Secrets beside them: "blob-signing-key" (required),
+//              "aws-access-key-id", "aws-secret-access-key" (S3).
 #pragma once
 
 #include <string>
@@ -30,8 +31,8 @@
 
 namespace gleaner::edge {
 
-// CoreConfig from JSON (keys = CoreConfig field names; rate limits as "<role>_rate_limit":
-// "RATE:BURST" or "off"); the result is also Validate()d.
+// CoreConfig from the config JSON (above): each key a setting of core::CoreSettings() or a
+// secret; an unknown key is refused naming it. Derived defaults applied, then Validate()d.
 Result<core::CoreConfig> ConfigFromJson(const Json& j);
 
 Result<core::HttpRequest> RequestFromJson(const Json& j);

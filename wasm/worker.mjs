@@ -6,8 +6,9 @@
 // D1 with db.batch() (atomic), and streams /blobs/<key> bodies to and from R2.
 //
 // Bindings (infra/wrangler.toml): DB (D1), BLOBS (R2); secrets GLEANER_BLOB_SIGNING_KEY,
-// GLEANER_OPERATOR_TOKEN; vars GLEANER_PUBLIC_URL (blob URL base; default: the request's
-// origin), GLEANER_CONFIG (JSON object of core settings, see wasm/wire_json.h).
+// GLEANER_OPERATOR_TOKEN; vars GLEANER_<NAME> for any core setting (coordinator/core/settings.h,
+// e.g. GLEANER_PUBLIC_URL: blob URL base, default the request's origin) and GLEANER_CONFIG (a
+// JSON object keyed by setting name; the variables win).
 import coreModule from "./gleaner_edge.wasm";
 
 const encoder = new TextEncoder();
@@ -103,6 +104,12 @@ class Core {
   init(config) {
     const error = this.call("gl_init", JSON.stringify(config));
     if (error) throw new Error(`gleaner core configuration: ${error}`);
+    const value = (name) => this.settings().find((s) => s.name === name).value;
+    this.maxBody = Number(value("max-body"));
+  }
+  // [{name, env, kind, default, doc, value?}] (wasm/edge_session.h).
+  settings() {
+    return JSON.parse(this.call("gl_settings", ""));
   }
   start(op) {
     return this.step(this.call("gl_start", JSON.stringify(op)));
@@ -115,6 +122,10 @@ class Core {
   }
   authorizeBlob(query) {
     return JSON.parse(this.call("gl_authorize_blob", JSON.stringify(query)));
+  }
+  // The core's blob policy (coordinator/core/blob_policy.h, wasm/edge_session.h Blob).
+  blob(op) {
+    return JSON.parse(this.call("gl_blob", JSON.stringify(op)));
   }
 }
 
@@ -192,27 +203,26 @@ function errorResponse(status, code, message) {
 // The core, configured, migrated and with the operator key; once per isolate, retried on failure.
 let ready = null;
 
-// The core's settings: GLEANER_CONFIG with the URL base and signing key (parsed once per isolate).
-let parsedConfig = null;
-function coreConfig(env, origin) {
-  if (parsedConfig?.origin === origin) return parsedConfig.config;
-  const extra = env.GLEANER_CONFIG
-    ? typeof env.GLEANER_CONFIG === "string"
-      ? JSON.parse(env.GLEANER_CONFIG)
-      : env.GLEANER_CONFIG
-    : {};
-  const config = {
-    ...extra,
-    public_url: env.GLEANER_PUBLIC_URL || extra.public_url || origin,
-    blob_signing_key: env.GLEANER_BLOB_SIGNING_KEY ?? extra.blob_signing_key ?? "",
-  };
-  parsedConfig = { origin, config };
+// The core's settings (coordinator/core/settings.h, the table the core exports): the
+// GLEANER_CONFIG object (keyed by setting name), each Worker variable GLEANER_<NAME> over it,
+// the blob URL base defaulting to the request's origin, and the secrets.
+function coreConfig(core, env, origin) {
+  const config =
+    typeof env.GLEANER_CONFIG === "string" ? JSON.parse(env.GLEANER_CONFIG) : { ...env.GLEANER_CONFIG };
+  for (const s of core.settings()) {
+    const v = env[s.env];
+    if (v !== undefined && v !== "") config[s.name] = String(v);
+  }
+  config["public-url"] ??= origin;
+  config["blob-signing-key"] = env.GLEANER_BLOB_SIGNING_KEY ?? config["blob-signing-key"] ?? "";
+  if (env.AWS_ACCESS_KEY_ID) config["aws-access-key-id"] = env.AWS_ACCESS_KEY_ID;
+  if (env.AWS_SECRET_ACCESS_KEY) config["aws-secret-access-key"] = env.AWS_SECRET_ACCESS_KEY;
   return config;
 }
 
 async function setup(env, origin) {
   const core = new Core();
-  core.init(coreConfig(env, origin));
+  core.init(coreConfig(core, env, origin));
   const now = Date.now();
   // A concurrent isolate may win the migration race; its batch fails whole, so run it again.
   for (let attempt = 0; ; attempt++) {
@@ -239,6 +249,16 @@ function getCore(env, origin) {
     });
   }
   return ready;
+}
+
+// A maintenance tick's pool actions (the autoscaler's target, quarantined machines to
+// reallocate). The edge has no pool provider to apply them to: the providers (local agent
+// processes, SaladCloud, Kubernetes) hold API clients and credentials that live in the native
+// coordinator, and a Worker cannot start agents. The target is recorded in scaling_events
+// (GET /v1/reports/autoscaler) either way; here the actions are logged as one JSON line so an
+// operator or an external controller (Workers Logpush) can act on them.
+function reportPoolActions(pool) {
+  if (pool) console.log(JSON.stringify({ msg: "gleaner pool actions (no provider at the edge)", ...pool }));
 }
 
 // Deletes superseded blobs after the response; best effort (a later commit retries nothing).
@@ -291,9 +311,8 @@ function bodyField(bytes) {
   }
 }
 
-async function handleApi(core, env, ctx, request, url, path, config) {
-  const limit = config.max_request_body ?? 1 << 20;
-  const bytes = await readBody(request, limit);
+async function handleApi(core, env, ctx, request, url, path) {
+  const bytes = await readBody(request, core.maxBody);
   const req = {
     method: request.method === "HEAD" ? "GET" : request.method,
     path,
@@ -308,127 +327,146 @@ async function handleApi(core, env, ctx, request, url, path, config) {
   return toResponse(done.response);
 }
 
+// The answer the core's blob policy gives for a refusal by name (its error table).
+function refusal(core, name) {
+  return toResponse(core.blob({ op: "refusal", name }).response);
+}
+
+// A stream stage that passes bytes on and errors once they fall below the core's minimum
+// average rate (blob-min-rate after blob-rate-grace): checked on every chunk, and by a timer
+// while nothing moves (a client dribbling bytes, or a reader that stopped reading).
+function rateGuard(core) {
+  const start = Date.now();
+  let moved = 0;
+  let timer;
+  let state = "running"; // "running" | "too_slow" | "ended"
+  const check = (controller) => {
+    clearTimeout(timer);
+    if (state !== "running") return false;
+    const { budget_ms } = core.blob({ op: "budget", elapsed_ms: Date.now() - start, moved });
+    if (budget_ms <= 0) {
+      state = "too_slow";
+      controller.error(new Error("below the minimum transfer rate"));
+      return false;
+    }
+    timer = setTimeout(() => check(controller), budget_ms);
+    return true;
+  };
+  const stage = new TransformStream({
+    start(controller) {
+      check(controller);
+    },
+    transform(chunk, controller) {
+      moved += chunk.byteLength;
+      if (check(controller)) controller.enqueue(chunk);
+    },
+    flush() {
+      state = "ended";
+      clearTimeout(timer);
+    },
+  });
+  stage.tooSlow = () => state === "too_slow";
+  stage.stop = () => {
+    if (state === "running") state = "ended";
+    clearTimeout(timer);
+  };
+  return stage;
+}
+
 // Streams a PUT body into R2 while hashing it (DigestStream), then records it in the core.
 // A key that holds a committed checkpoint or output is never written: the body is only hashed,
 // and the core answers 409 unless it is the committed bytes again (R2 has no rename, so the
-// native shell's "finish, ask, then place" becomes "ask, then hash without storing").
+// native shell's "finish, ask, then place" becomes "ask, then hash without storing"). What is
+// accepted and every refusal are the core's (blob_policy.h); this only moves bytes.
 async function putBlob(core, env, request, grant) {
-  const length = Number(request.headers.get("content-length") ?? NaN);
-  if (!Number.isSafeInteger(length) || length < 0) {
-    return errorResponse(411, "length_required", "blob uploads need a Content-Length header");
-  }
-  if (grant.max_size >= 0 && length > grant.max_size) {
-    return errorResponse(413, "too_large", `body exceeds the URL's limit of ${grant.max_size} bytes`);
-  }
+  const header = Number(request.headers.get("content-length") ?? NaN);
+  const length = Number.isSafeInteger(header) && header >= 0 ? header : -1;
+  const head = core.blob({ op: "put_head", grant, content_length: length });
+  if (!head.ok) return toResponse(head.response);
   const committed = await drive(core, env.DB, core.start({ op: "blob_place", key: grant.key, sha256: "", now_ms: Date.now() }));
-  if (committed.response.status === 409) return putOverCommitted(core, env, request, grant, length);
-  if (committed.response.status !== 204) return toResponse(committed.response);
+  if (committed.response.status !== 409 && committed.response.status !== 204) {
+    return toResponse(committed.response);
+  }
+  const store = committed.response.status === 204;
   const digest = new crypto.DigestStream("SHA-256");
   const sized = new FixedLengthStream(length);
-  const [toStore, toHash] = (request.body ?? new Blob([]).stream()).tee();
-  const hashing = toHash.pipeTo(digest);
-  const piping = toStore.pipeTo(sized.writable);
-  let object;
+  const guard = rateGuard(core);
+  let stored = null;
   try {
-    [object] = await Promise.all([env.BLOBS.put(grant.key, sized.readable), piping, hashing]);
-  } catch (e) {
-    return errorResponse(400, "bad_request", `upload failed: ${e?.message ?? e}`);
-  }
-  const sha256 = hex(await digest.digest);
-  if (grant.sha256 && grant.sha256 !== sha256) {
-    await env.BLOBS.delete(grant.key);
-    return errorResponse(
-      400,
-      "bad_request",
-      `sha256 mismatch: body hashes to ${sha256}, URL expects ${grant.sha256}`,
-    );
-  }
-  const done = await drive(
-    core,
-    env.DB,
-    core.start({ op: "blob_stored", key: grant.key, size: object.size, sha256, now_ms: Date.now() }),
-  );
-  return toResponse(done.response);
-}
-
-// The body for a key that holds a committed object: hashed, never stored. The same bytes again
-// (an idempotent retry) answer as a stored upload would; other bytes get the core's 409.
-async function putOverCommitted(core, env, request, grant, length) {
-  const digest = new crypto.DigestStream("SHA-256");
-  const sized = new FixedLengthStream(length);
-  try {
-    await Promise.all([
-      (request.body ?? new Blob([]).stream()).pipeTo(sized.writable),
-      sized.readable.pipeTo(digest),
-    ]);
-  } catch (e) {
-    return errorResponse(400, "bad_request", `upload failed: ${e?.message ?? e}`);
-  }
-  const sha256 = hex(await digest.digest);
-  if (grant.sha256 && grant.sha256 !== sha256) {
-    return errorResponse(
-      400,
-      "bad_request",
-      `sha256 mismatch: body hashes to ${sha256}, URL expects ${grant.sha256}`,
-    );
-  }
-  const place = await drive(core, env.DB, core.start({ op: "blob_place", key: grant.key, sha256, now_ms: Date.now() }));
-  if (place.response.status !== 204) return toResponse(place.response);
-  const done = await drive(
-    core,
-    env.DB,
-    core.start({ op: "blob_stored", key: grant.key, size: length, sha256, now_ms: Date.now() }),
-  );
-  return toResponse(done.response);
-}
-
-// One byte range of an object of `size` bytes ("bytes=a-b", "bytes=a-", "bytes=-n"), or null.
-function parseRange(header, size) {
-  const m = /^bytes=(\d*)-(\d*)$/.exec(header.trim());
-  if (!m || size <= 0 || (m[1] === "" && m[2] === "")) return null;
-  if (m[1] === "") {
-    const n = Number(m[2]);
-    if (n <= 0) return null;
-    return { offset: Math.max(0, size - n), length: Math.min(n, size) };
-  }
-  const first = Number(m[1]);
-  const last = m[2] === "" ? size - 1 : Math.min(Number(m[2]), size - 1);
-  if (first >= size || last < first) return null;
-  return { offset: first, length: last - first + 1 };
-}
-
-async function getBlob(env, grant, request) {
-  const head = request.method === "HEAD";
-  const rangeHeader = request.headers.get("range");
-  let range = null;
-  if (rangeHeader) {
-    const meta = await env.BLOBS.head(grant.key);
-    if (!meta) return errorResponse(404, "not_found", "no such object");
-    range = parseRange(rangeHeader, meta.size);
-    if (!range) {
-      const r = errorResponse(416, "bad_request", "range not satisfiable (one range within the object)");
-      r.headers.set("content-range", `bytes */${meta.size}`);
-      return r;
+    const body = (request.body ?? new Blob([]).stream()).pipeThrough(guard);
+    if (store) {
+      const [toStore, toHash] = body.tee();
+      [stored] = await Promise.all([
+        env.BLOBS.put(grant.key, sized.readable),
+        toStore.pipeTo(sized.writable),
+        toHash.pipeTo(digest),
+      ]);
+    } else {
+      await Promise.all([body.pipeTo(sized.writable), sized.readable.pipeTo(digest)]);
     }
+  } catch {
+    return refusal(core, guard.tooSlow() ? "too_slow" : "body_unreadable");
+  } finally {
+    guard.stop();
   }
-  const object = head
-    ? await env.BLOBS.head(grant.key)
-    : await env.BLOBS.get(grant.key, range ? { range } : undefined);
-  if (!object) return errorResponse(404, "not_found", "no such object");
-  const headers = new Headers({ "content-type": "application/octet-stream", etag: object.httpEtag });
-  headers.set("content-length", String(range ? range.length : object.size));
-  if (range) {
-    const end = range.offset + range.length - 1;
-    headers.set("content-range", `bytes ${range.offset}-${end}/${object.size}`);
+  const sha256 = hex(await digest.digest);
+  const size = stored ? stored.size : length;
+  const checked = core.blob({ op: "put_body", grant, size, sha256 });
+  if (!checked.ok) {
+    if (store) await env.BLOBS.delete(grant.key);
+    return toResponse(checked.response);
   }
-  return new Response(head ? null : object.body, { status: range ? 206 : 200, headers });
+  if (!store) {
+    // The same bytes again (an idempotent retry) answer as a stored upload would; other bytes
+    // get the core's 409.
+    const place = await drive(core, env.DB, core.start({ op: "blob_place", key: grant.key, sha256, now_ms: Date.now() }));
+    if (place.response.status !== 204) return toResponse(place.response);
+  }
+  const done = await drive(
+    core,
+    env.DB,
+    core.start({ op: "blob_stored", key: grant.key, size, sha256, now_ms: Date.now() }),
+  );
+  return toResponse(done.response);
 }
 
-async function handleBlob(core, env, request, url, path) {
-  const method = request.method === "HEAD" ? "GET" : request.method;
-  if (method !== "PUT" && method !== "GET") {
-    return errorResponse(404, "not_found", "blobs support only PUT and GET");
+// GET/HEAD: the core decides the answer's shape (whole object, one range, or 416); the body
+// streams from R2 within the minimum rate. done() is called once the transfer has ended.
+async function getBlob(core, env, ctx, grant, request, done) {
+  const head = request.method === "HEAD";
+  const range = request.headers.get("range");
+  // Without a Range header the whole object goes out: one R2 call.
+  let object = await (range === null && !head ? env.BLOBS.get(grant.key) : env.BLOBS.head(grant.key));
+  if (!object) return refusal(core, "no_such_object");
+  const read = core.blob({ op: "read", size: object.size, ...(range !== null ? { range } : {}) });
+  if (!read.ok) return toResponse(read.response);
+  if (range !== null && !head) {
+    const part = read.status === 206 ? { range: { offset: read.first, length: read.length } } : undefined;
+    object = await env.BLOBS.get(grant.key, part);
+    if (!object) return refusal(core, "no_such_object");
   }
+  const headers = new Headers(read.headers);
+  headers.set("content-type", "application/octet-stream");
+  headers.set("etag", object.httpEtag);
+  headers.set("content-length", String(read.length));
+  if (head) return new Response(null, { status: read.status, headers });
+  const guard = rateGuard(core);
+  const { readable, writable } = new TransformStream();
+  const pumping = object.body
+    .pipeThrough(guard)
+    .pipeTo(writable)
+    .catch(() => {})
+    .finally(() => {
+      guard.stop();
+      done();
+    });
+  ctx?.waitUntil?.(pumping);
+  return { response: new Response(readable, { status: read.status, headers }) };
+}
+
+async function handleBlob(core, env, ctx, request, url, path) {
+  const method = request.method === "HEAD" ? "GET" : request.method;
+  if (method !== "PUT" && method !== "GET") return refusal(core, "method_not_allowed");
   const auth = core.authorizeBlob({
     method,
     path,
@@ -436,8 +474,28 @@ async function handleBlob(core, env, request, url, path) {
     now_ms: Date.now(),
   });
   if (!auth.ok) return toResponse(auth.response);
-  if (method === "PUT") return putBlob(core, env, request, auth.grant);
-  return getBlob(env, auth.grant, request);
+  // One upload per key, bounded reads per key and transfers in all (per isolate).
+  const put = method === "PUT";
+  const slot = { op: "admit", key: auth.grant.key, put };
+  const admitted = core.blob(slot);
+  if (!admitted.ok) return toResponse(admitted.response);
+  let held = true;
+  const release = () => {
+    if (held) core.blob({ ...slot, op: "release" });
+    held = false;
+  };
+  let streaming = false;
+  try {
+    // An upload's slot is free before its answer goes out: the client's next PUT of the key
+    // is judged on its own.
+    if (put) return await putBlob(core, env, request, auth.grant);
+    const got = await getBlob(core, env, ctx, auth.grant, request, release);
+    if (got instanceof Response) return got;
+    streaming = true; // the slot goes when the body has streamed
+    return got.response;
+  } finally {
+    if (!streaming) release();
+  }
 }
 
 export default {
@@ -453,8 +511,8 @@ export default {
     try {
       const path = decodePath(url.pathname);
       if (path === null) return errorResponse(400, "bad_request", "malformed percent-encoding in path");
-      if (path.startsWith("/blobs/")) return await handleBlob(core, env, request, url, path);
-      return await handleApi(core, env, ctx, request, url, path, coreConfig(env, url.origin));
+      if (path.startsWith("/blobs/")) return await handleBlob(core, env, ctx, request, url, path);
+      return await handleApi(core, env, ctx, request, url, path);
     } catch (e) {
       console.error(`gleaner edge: ${e?.stack ?? e}`);
       return errorResponse(500, "internal", "the edge shell failed to run the request");
@@ -472,6 +530,7 @@ export default {
         : await setup(env, "http://localhost");
     const done = await drive(core, env.DB, core.start({ op: "maintenance", now_ms: Date.now() }));
     deleteBlobs(env, ctx, done.blob_deletes);
+    reportPoolActions(done.pool);
     if (done.response.status >= 300) throw new Error(`maintenance: ${done.response.body}`);
   },
 };

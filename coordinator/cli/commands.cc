@@ -215,14 +215,16 @@ int CmdReport(Api& api, const Args& a) {
 
 int CmdNodes(Api& api, const Args& a) {
   if (!a.words.empty()) {
-    // gleaner nodes quarantine|restore|revoke ID [--reason TEXT]
+    // gleaner nodes quarantine|restore|revoke ID [--reason TEXT] [--extend-to-enroll-key]
     if (a.words.size() != 2 ||
         (a.words[0] != "quarantine" && a.words[0] != "restore" && a.words[0] != "revoke")) {
-      return Report(
-          {kExitUsage, "usage: gleaner nodes [quarantine|restore|revoke ID [--reason TEXT]]"});
+      return Report({kExitUsage,
+                     "usage: gleaner nodes [quarantine|restore|revoke ID [--reason TEXT]] "
+                     "(quarantine: [--extend-to-enroll-key])"});
     }
     Json body = Json::object();
     if (a.Has("reason")) body["reason"] = a.Flag("reason");
+    if (a.Has("extend-to-enroll-key")) body["extend_to_enroll_key"] = true;
     Reply r;
     if (Failure f = api.Call("POST", "/v1/nodes/" + Enc(a.words[1]) + "/" + a.words[0], &body, &r);
         !f.ok()) {

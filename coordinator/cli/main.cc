@@ -40,7 +40,8 @@ const char kUsage[] =
     "Exit codes: 0 ok, 1 usage, 2 API error, 3 network error, 4 job failed or canceled\n"
     "(submit --wait), 5 local file error or checksum mismatch.\n";
 
-const std::set<std::string> kBoolFlags = {"json", "wait", "csv", "help", "train-text-encoder"};
+const std::set<std::string> kBoolFlags = {
+    "json", "wait", "csv", "help", "train-text-encoder", "extend-to-enroll-key"};
 const std::set<std::string> kValueFlags = {"url",
                                            "token",
                                            "name",

@@ -10,6 +10,12 @@
 
 namespace gleaner::core {
 
+// Minimum average rate of a blob transfer (blob_policy.h).
+struct BlobRateLimit {
+  int64_t min_rate = 16384;  // bytes per second on average, once the grace has passed
+  int64_t grace_ms = 10000;
+};
+
 struct S3Config {
   std::string
       endpoint;  // "http://127.0.0.1:4568" or "https://s3.us-east-1.amazonaws.com"; "" = off
@@ -62,6 +68,11 @@ struct CoreConfig {
   // committed (or no longer kept), outputs of finished jobs that are not their result, and
   // upload reservations never stored.
   double blob_gc_grace_s = 86400;
+  // Blob transfers through the shell (blob_policy.h): after the grace, a body must have moved
+  // at least blob_min_rate bytes per second on average, else the transfer ends.
+  int64_t blob_min_rate = 16384;
+  double blob_rate_grace_s = 10;
+  BlobRateLimit blob_rate() const { return {blob_min_rate, int64_t(blob_rate_grace_s * 1000)}; }
 
   Status Validate() const;
 };

@@ -68,8 +68,9 @@ class Coordinator {
   Plan Handle(const HttpRequest& request) const;
 
   // One maintenance tick: reap stalled leases, quarantine bad nodes, autoscaler target.
-  // The final response body is a JSON summary of what was done, including the target and the
-  // machine ids of quarantined nodes whose instances the pool provider should reallocate.
+  // The final response body is a JSON summary of what was done (for logs and the admin route);
+  // what the pool provider should do (the target, the machines of quarantined nodes to
+  // reallocate) is the final plan's pool_actions().
   Plan MaintenancePlan(int64_t now_ms, const PoolObservation& pool = {}) const;
 
   // Checks a signed blob URL (path "/blobs/<key>", query with exp/sig/...) for the method.

@@ -26,6 +26,38 @@ HttpResponse HttpResponse::NoContent() {
   return r;
 }
 
+bool IsOws(char c) {
+  return c == ' ' || c == '\t';
+}
+
+std::string_view TrimOws(std::string_view s) {
+  while (!s.empty() && IsOws(s.front())) s.remove_prefix(1);
+  while (!s.empty() && IsOws(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view lower) {
+  if (a.size() != lower.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const char c = (a[i] >= 'A' && a[i] <= 'Z') ? char(a[i] - 'A' + 'a') : a[i];
+    if (c != lower[i]) return false;
+  }
+  return true;
+}
+
+bool ParseDecimal(std::string_view s, int64_t* out) {
+  if (s.empty()) return false;
+  int64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    int d = c - '0';
+    if (v > (INT64_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
 HttpResponse HttpResponse::Error(const Status& st) {
   gleaner::Json body = {{"error", {{"code", CodeName(st.code())}, {"message", st.message()}}}};
   return Json(HttpStatusOf(st.code()), body);

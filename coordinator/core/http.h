@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -50,6 +51,23 @@ class QueryParams {
 
 std::string UrlEncode(const std::string& s);  // RFC 3986 unreserved kept, everything else %XX
 bool UrlDecode(const std::string& s, std::string* out, bool plus_is_space);
+
+// Field-value pieces of RFC 9110, shared by the native HTTP parser and the blob policy.
+bool IsOws(char c);                                                 // SP or HTAB
+std::string_view TrimOws(std::string_view s);                       // OWS off both ends
+bool EqualsIgnoreCase(std::string_view a, std::string_view lower);  // lower: lower-case ASCII
+bool ParseDecimal(std::string_view s, int64_t* out);  // 1*DIGIT, non-negative; false on overflow
+// Calls f(element) for each comma-separated element of a list value, OWS trimmed, empty
+// elements included (callers decide whether an empty element is an error).
+template <typename F>
+void ForEachElement(std::string_view list, F f) {
+  while (true) {
+    size_t comma = list.find(',');
+    f(TrimOws(list.substr(0, comma)));
+    if (comma == std::string_view::npos) return;
+    list.remove_prefix(comma + 1);
+  }
+}
 
 // "2026-11-21T06:00:00.123Z" from Unix milliseconds.
 std::string FormatTime(int64_t unix_ms);

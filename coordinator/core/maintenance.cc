@@ -25,8 +25,10 @@ namespace {
 const char* const kKeyJob = "substr(blobs.key, 6, instr(substr(blobs.key, 6), '/') - 1)";
 
 Plan RecordDecision(const CoreConfig* config, int64_t now_ms, const PoolObservation& pool,
-                    Json summary, const AutoscaleInputs& in, std::vector<std::string> deletes) {
+                    Json summary, const AutoscaleInputs& in, std::vector<std::string> deletes,
+                    PoolActions actions) {
   AutoscaleDecision d = DecideTarget(in);
+  actions.target = d.target;
   Batch b;
   b.Add(
       "INSERT INTO scaling_events (at, running, pending, current, target, min_nodes, max_nodes, "
@@ -44,9 +46,9 @@ Plan RecordDecision(const CoreConfig* config, int64_t now_ms, const PoolObservat
       {"reason", d.reason},
       {"min", config->autoscale_min},
       {"max", config->autoscale_max}};
-  return Plan::Run(std::move(b), [summary, deletes](BatchResult res) -> Plan {
+  return Plan::Run(std::move(b), [summary, deletes, actions](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
-    return RespondJson(200, summary).WithBlobDeletes(deletes);
+    return RespondJson(200, summary).WithBlobDeletes(deletes).WithPoolActions(actions);
   });
 }
 
@@ -121,10 +123,12 @@ Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms, const PoolObserva
     Json quarantined = Json::array();
     for (const auto& row : res.results[1].rows) quarantined.push_back(row[0].AsText());
     Json reallocate = Json::array();
+    PoolActions actions;
     const Rows& q = res.results[3];
     for (size_t i = 0; i < q.rows.size(); ++i) {
-      reallocate.push_back(
-          {{"node_id", q.Get(i, "id").AsText()}, {"machine_id", q.Get(i, "machine_id").AsText()}});
+      actions.reallocate.push_back({q.Get(i, "id").AsText(), q.Get(i, "machine_id").AsText()});
+      reallocate.push_back({{"node_id", actions.reallocate.back().node_id},
+                            {"machine_id", actions.reallocate.back().machine_id}});
     }
     const Rows& counts = res.results[2];
     AutoscaleInputs in;
@@ -146,7 +150,8 @@ Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms, const PoolObserva
     // or heartbeat) within stall_after.
     PoolObservation observed = pool;
     if (observed.current < 0) observed.current = counts.Get(0, "seen").AsInt();
-    return RecordDecision(config, now_ms, observed, std::move(summary), in, std::move(deletes));
+    return RecordDecision(config, now_ms, observed, std::move(summary), in, std::move(deletes),
+                          std::move(actions));
   });
 }
 

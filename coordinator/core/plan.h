@@ -19,6 +19,19 @@
 
 namespace gleaner::core {
 
+// What a maintenance tick asks of the shell's pool provider (typed, so no shell parses the
+// tick's JSON summary): instances of quarantined nodes to reallocate, then the autoscaler's
+// target. Empty for every other plan.
+struct PoolActions {
+  struct Reallocation {
+    std::string node_id;
+    std::string machine_id;
+  };
+  std::vector<Reallocation> reallocate;
+  int64_t target = -1;  // nodes wanted; -1 = no decision (the tick failed or none ran)
+  bool empty() const { return reallocate.empty() && target < 0; }
+};
+
 class Plan {
  public:
   using Continuation = std::function<Plan(BatchResult)>;
@@ -42,6 +55,12 @@ class Plan {
     blob_deletes_ = std::move(keys);
     return std::move(*this);
   }
+  // The pool provider's actions (a finished maintenance plan only).
+  const PoolActions& pool_actions() const { return pool_actions_; }
+  Plan&& WithPoolActions(PoolActions actions) && {
+    pool_actions_ = std::move(actions);
+    return std::move(*this);
+  }
 
  private:
   Plan() = default;
@@ -49,6 +68,7 @@ class Plan {
   Continuation then_;
   HttpResponse response_;
   std::vector<std::string> blob_deletes_;
+  PoolActions pool_actions_;
 };
 
 // Runs a plan to completion on a synchronous executor.

@@ -13,6 +13,8 @@ namespace gleaner::core {
 // the stored hash, or the node predates node secrets and holds no live lease (it then adopts a
 // fresh secret). Anyone else, including another agent that holds the enroll token, gets 409
 // and changes nothing: the enroll token alone never takes over a node or its lease.
+// A new node remembers the key that registered it; it starts quarantined when an operator
+// quarantined another node of that key with extend_to_enroll_key (a replacement identity).
 Plan HandleRegisterNode(CtxPtr ctx) {
   FieldReader r(ctx->body);
   static const char* const kFields[] = {"machine_id", "gpu", "agent_version", "node_secret",
@@ -40,7 +42,13 @@ Plan HandleRegisterNode(CtxPtr ctx) {
   Batch b;
   b.Add(
       "INSERT INTO nodes (id, machine_id, token_hash, secret_hash, gpu_name, vram_mb, "
-      "agent_version, registered_at, last_seen_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8) "
+      "agent_version, registered_at, last_seen_at, enroll_key_id, state, state_reason, "
+      "state_changed_at) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?10, "
+      "CASE WHEN q.id IS NULL THEN 'active' ELSE 'quarantined' END, "
+      "CASE WHEN q.id IS NULL THEN NULL ELSE 'replacement of quarantined node ' || q.id || "
+      "' (same enroll key)' END, CASE WHEN q.id IS NULL THEN NULL ELSE ?8 END "
+      "FROM (SELECT 1) LEFT JOIN (SELECT id FROM nodes WHERE enroll_key_id = ?10 AND "
+      "quarantine_extends = 1 AND state = 'quarantined' LIMIT 1) q ON 1 WHERE 1 "
       "ON CONFLICT (machine_id) DO UPDATE SET token_hash = excluded.token_hash, "
       "secret_hash = COALESCE(nodes.secret_hash, excluded.secret_hash), "
       "gpu_name = excluded.gpu_name, vram_mb = excluded.vram_mb, "
@@ -50,7 +58,7 @@ Plan HandleRegisterNode(CtxPtr ctx) {
       "jobs.state = 'running' AND jobs.lease_expires_at >= ?8))) "
       "RETURNING id, state, secret_hash",
       {id, machine_id, Sha256Hex(token), fresh_hash, gpu_name, vram_mb, agent_version, ctx->now(),
-       given});
+       given, ctx->caller.id});
   b.Add("SELECT revoked_at FROM nodes WHERE machine_id = ?", {machine_id});
   return Plan::Run(
       std::move(b), [token, fresh_secret, fresh_hash, machine_id](BatchResult res) -> Plan {
@@ -124,24 +132,30 @@ Plan HandleListNodes(CtxPtr ctx) {
   });
 }
 
-// POST /v1/nodes/{id}/quarantine | restore {reason?}. A quarantined node keeps its current
-// lease (it may finish) but gets no new work. Restoring resets the failure window: failures
-// before the restore no longer count towards automatic quarantine.
+// POST /v1/nodes/{id}/quarantine {reason?, extend_to_enroll_key?} | restore {reason?}. A
+// quarantined node keeps its current lease (it may finish) but gets no new work.
+// extend_to_enroll_key: nodes the same enroll key registers from now on start quarantined (a
+// machine returning under a new machine_id); restore ends that. Restoring resets the failure
+// window: failures before the restore no longer count towards automatic quarantine.
 Plan HandleSetNodeState(CtxPtr ctx) {
   const std::string& path = ctx->req.path;
   const std::string action = path.substr(path.rfind('/') + 1);
   FieldReader r(ctx->body);
-  static const char* const kKeys[] = {"reason", nullptr};
-  r.OnlyKeys(kKeys);
+  static const char* const kKeys[] = {"reason", "extend_to_enroll_key", nullptr};
+  static const char* const kRestoreKeys[] = {"reason", nullptr};
+  r.OnlyKeys(action == "quarantine" ? kKeys : kRestoreKeys);
   std::string reason = action == "quarantine" ? "quarantined by an operator" : "";
+  bool extend = false;
   r.String("reason", &reason, false, 1000);
+  r.Bool("extend_to_enroll_key", &extend, false);
   if (!r.ok()) return Plan::Fail(r.status());
   std::string state = action == "quarantine" ? "quarantined" : "active";
   Batch b;
-  b.Add(std::string("UPDATE nodes SET state = ?, state_reason = ?, state_changed_at = ? "
-                    "WHERE id = ? RETURNING ") +
+  b.Add(std::string("UPDATE nodes SET state = ?, state_reason = ?, state_changed_at = ?, "
+                    "quarantine_extends = ? WHERE id = ? RETURNING ") +
             kNodeColumns,
-        {state, reason.empty() ? SqlValue::Null() : SqlValue(reason), ctx->now(), ctx->args[0]});
+        {state, reason.empty() ? SqlValue::Null() : SqlValue(reason), ctx->now(),
+         int64_t(extend ? 1 : 0), ctx->args[0]});
   return Plan::Run(std::move(b), [](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     if (res.results[0].empty()) return Plan::Fail(Status::NotFound("no such node"));

@@ -54,7 +54,15 @@ struct Batch {
     statements.push_back({std::move(sql), std::move(params)});
     return *this;
   }
+  // True unless every statement only reads: the shell runs a batch that writes on the writer
+  // (BEGIN IMMEDIATE, group commit) and one that does not on a read-only connection, without
+  // preparing the SQL to find out. Known from the core's own SQL: a statement reads only when
+  // it starts with SELECT or VALUES, or with WITH and names no INSERT/UPDATE/DELETE/REPLACE;
+  // anything else counts as a write (a wrong "writes" costs a little speed, never correctness).
+  bool writes() const;
 };
+// The rule of Batch::writes() for one statement.
+bool StatementWrites(const std::string& sql);
 
 // Rows of one statement (empty for statements that return nothing).
 struct Rows {

@@ -90,14 +90,9 @@ HeadAction PlanHandler::OnHead(HttpConn* c) {
   // refused client never holds a worker.
   std::shared_ptr<BlobAdmission::Ticket> ticket;
   if (!grant.key.empty()) {
-    auto admitted = admission_->Admit(grant.key, method == "PUT");
-    if (!admitted.ok()) {
-      core::HttpResponse r = core::HttpResponse::Error(admitted.status());
-      if (admitted.status().code() == Code::kUnavailable)
-        r.headers.emplace_back("Retry-After", "1");
-      return HeadAction::Answer(std::move(r));
-    }
-    ticket = std::move(admitted).value();
+    core::HttpResponse refused;
+    ticket = admission_->Admit(grant.key, method == "PUT", &refused);
+    if (!ticket) return HeadAction::Answer(std::move(refused));
   }
   return HeadAction::TakeOver(
       [deps = blob_deps_, grant = std::move(grant), ticket](HttpConn& conn) mutable {
@@ -154,7 +149,7 @@ void PlanHandler::Advance(HttpConn* c, PlanPtr plan) {
       Advance(conn, plan);
     });
   };
-  (runner_->ReadOnly(plan->batch()) ? read_batches_ : write_batches_)
+  (plan->batch().writes() ? write_batches_ : read_batches_)
       .emplace_back(&plan->batch(), std::move(done));
 }
 
@@ -168,10 +163,7 @@ void PlanHandler::EndTurn() {
 }  // namespace
 
 HttpServer::HttpServer(HttpServerOptions options)
-    : db_readers_(options.db_readers),
-      blob_min_rate_(options.blob_min_rate),
-      blob_rate_grace_s_(options.blob_rate_grace_s),
-      loop_(std::move(options.loop)) {}
+    : db_readers_(options.db_readers), loop_(std::move(options.loop)) {}
 
 HttpServer::~HttpServer() {
   Stop();
@@ -194,12 +186,11 @@ Status HttpServer::Serve(const core::Coordinator* coordinator, PlanRunner* runne
   deps.clock = clock;
   deps.io_timeout_ms = int(loop_.options().io_timeout_s * 1000);
   deps.stopping = loop_.stopping();
-  deps.min_rate = blob_min_rate_;
-  deps.rate_grace_ms = int64_t(blob_rate_grace_s_ * 1000);
+  deps.rate = coordinator->config().blob_rate();
   // Transfers hold workers; a few are always left for background tasks and for the transfers
   // of other clients.
   const int workers = loop_.options().workers;
-  BlobAdmissionLimits limits;
+  core::BlobAdmissionLimits limits;
   limits.max_total = std::max(1, workers - std::max(2, workers / 8));
   limits.max_per_key = std::max(1, std::min(8, limits.max_total / 4));
   BlobAdmission admission(limits);

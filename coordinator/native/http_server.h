@@ -31,10 +31,8 @@ struct HttpServerOptions {
   // Listening, TLS and deadlines; its workers run blob transfers (each holds one while it runs).
   EventLoopOptions loop;
   int db_readers = 4;  // connections (threads) running read-only batches
-  // Blob transfers: minimum average rate after a grace (blob_transfer.h); admission bounds
-  // (blob_admission.h) derived from loop.workers.
-  int64_t blob_min_rate = 16384;
-  double blob_rate_grace_s = 10;
+  // Blob transfers: admission bounds (blob_admission.h) derived from loop.workers; the minimum
+  // rate is the core's setting (CoreConfig::blob_rate()).
 };
 
 class HttpServer {
@@ -54,8 +52,6 @@ class HttpServer {
 
  private:
   int db_readers_;
-  int64_t blob_min_rate_;
-  double blob_rate_grace_s_;
   EventLoop loop_;
 };
 

@@ -152,8 +152,6 @@ int Serve(const std::vector<std::string>& args) {
   http.loop.io_timeout_s = opts.io_timeout_s;
   http.loop.tls = tls.get();
   http.db_readers = opts.db_readers;
-  http.blob_min_rate = opts.blob_min_rate;
-  http.blob_rate_grace_s = opts.blob_rate_grace_s;
   HttpServer server(http);
   auto port = server.Bind();
   if (!port.ok()) return Fail(port.status().message());

@@ -70,7 +70,7 @@ core::HttpResponse MaintenanceLoop::TickOnce() {
     LogWarn("maintenance failed", fields);
   } else {
     LogInfo("maintenance", fields);
-    if (pool_ != nullptr && summary.ok()) ApplyPoolDecision(pool_, *summary, &reallocated_);
+    ApplyPoolActions(pool_, plan.pool_actions(), &reallocated_);
   }
   return std::move(plan.response());
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "coordinator/core/config.h"
+#include "coordinator/core/settings.h"
 #include "coordinator/native/pool/pool_options.h"
 #include "shared/status.h"
 
@@ -34,10 +35,6 @@ struct ServeOptions {
   double header_timeout_s = 10;
   double keep_alive_timeout_s = 5;
   double io_timeout_s = 30;
-  // Blob transfers: after the grace, a body must have moved at least min_rate bytes per second
-  // on average (so a body of N bytes has grace + N / min_rate seconds), else the transfer ends.
-  int64_t blob_min_rate = 16384;
-  double blob_rate_grace_s = 10;
   std::string log_level = "info";
   std::string tls_cert;        // PEM certificate chain: serve HTTPS (with tls_key)
   std::string tls_key;         // PEM private key

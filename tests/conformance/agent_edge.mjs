@@ -36,7 +36,7 @@ async function until(what, predicate) {
 
 const target = await startTarget("edge", {
   timing: { heartbeat_interval_s: 0.5, stall_after_s: 1.5 },
-  extraArgs: ["--config", JSON.stringify({ retry_after_s: 0.1 })],
+  extraArgs: ["--config", JSON.stringify({ "retry-after": 0.1 })],
 });
 const dir = mkdtempSync(join(tmpdir(), "gleaner-agent-edge-"));
 const agents = [];

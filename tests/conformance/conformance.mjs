@@ -204,6 +204,19 @@ test("bad bodies: malformed JSON, wrong types, unknown kinds, absurd numbers are
   assert.equal(list.jobs.length, 0, "a rejected submission created a job");
 });
 
+test("quarantine extended to an enroll key: the machine's next identity starts quarantined", async () => {
+  const owner = await newKey("enroll");
+  const register = (machine, token = owner) =>
+    call("POST", "/v1/nodes/register", { token, body: { machine_id: machine, gpu: { name: "RTX 3090", vram_mb: 24000 }, agent_version: "0.1.0" } });
+  const bad = expectOk(await register(`m-${uid()}`));
+  expectOk(await call("POST", `/v1/nodes/${bad.node_id}/quarantine`, { token: opToken, body: { extend_to_enroll_key: true } }));
+  const again = expectOk(await register(`m-${uid()}`));
+  assert.equal(again.state, "quarantined");
+  assert.equal(expectOk(await register(`m-${uid()}`, await newKey("enroll"))).state, "active");
+  expectOk(await call("POST", `/v1/nodes/${bad.node_id}/restore`, { token: opToken, body: {} }));
+  assert.equal(expectOk(await register(`m-${uid()}`)).state, "active");
+});
+
 test("bodies over the limit are 413", async () => {
   const t = await newKey("developer");
   const big = JSON.stringify({ kind: "synthetic", params: {}, pad: "x".repeat(1100000) });
@@ -727,13 +740,71 @@ test("operator: prices, nodes and the cost report", async () => {
   expectError(await call("GET", "/metrics"), 401, "unauthenticated");
 });
 
+// Its own server: a minimum blob rate of 1000 bytes/s after a 0.5 s grace, on both shells.
+test("blob transfers: one upload per key at a time, a body slower than the minimum rate is 408", { skip: !!external }, async () => {
+  const env = { GLEANER_BLOB_MIN_RATE: "1000", GLEANER_BLOB_RATE_GRACE: "0.5" };
+  const slow = await startTarget(targetKind, { bin: flag("--bin"), env });
+  try {
+    const b = slow.base;
+    const key = await call("POST", `${b}/v1/keys`, { token: slow.operatorToken, body: { role: "developer", name: "slow" } });
+    assert.equal(key.status, 201);
+    const bytes = randomBytes(20000);
+    const up = expectOk(await call("POST", `${b}/v1/uploads`, { token: key.json.token, body: { name: "slow.bin", size: bytes.length, sha256: sha256(bytes) } }), 201);
+    // A PUT that sends 10 bytes of 20000 and then nothing: it holds the key's upload slot...
+    const { request } = await import("node:http");
+    const startSlow = () => {
+      const put = { done: false };
+      put.wrote = new Promise((wrote) => {
+        put.answered = new Promise((resolve, reject) => {
+          const req = request(new URL(up.url), { method: "PUT", headers: { "content-length": String(bytes.length) } }, (res) => {
+            let text = "";
+            res.on("data", (d) => (text += d));
+            res.on("end", () => resolve({ status: res.statusCode, text }));
+            res.on("error", reject);
+          });
+          req.on("error", reject);
+          req.write(bytes.subarray(0, 10), wrote);
+        });
+      });
+      put.answered.then(() => (put.done = true), () => (put.done = true));
+      return put;
+    };
+    // ...so a second PUT of the key meanwhile is told to retry (503, not 409). Requests on two
+    // connections may reach the server in either order: when the probe came first (and the slow
+    // PUT was refused), start the slow one again. The probe's bytes are other bytes, so a probe
+    // that got the slot is refused for its sha256, never stored.
+    const other = randomBytes(bytes.length);
+    const deadline = Date.now() + 10000;
+    let slowPut;
+    let busy;
+    do {
+      slowPut = startSlow();
+      await slowPut.wrote;
+      do {
+        busy = await putBlob(up.url, other);
+      } while (busy.status !== 503 && !slowPut.done && Date.now() < deadline);
+    } while (busy.status !== 503 && Date.now() < deadline);
+    expectError(busy, 503, "unavailable");
+    assert.ok(busy.headers.get("retry-after"));
+    // ...until the slow one is cut off once it falls below the rate (0.5 s + 10 bytes at 1000/s).
+    const t0 = Date.now();
+    const first = await slowPut.answered;
+    assert.equal(first.status, 408, first.text);
+    assert.equal(JSON.parse(first.text).error.code, "request_timeout");
+    assert.ok(Date.now() - t0 < 5000);
+    // The slot is free again: the whole body at full speed is stored.
+    const ok = await putBlob(up.url, bytes);
+    assert.ok(ok.status >= 200 && ok.status < 300, `PUT ${ok.status}: ${ok.text}`);
+  } finally {
+    await slow.stop();
+  }
+});
+
 // Its own server: the shared one runs without rate limits (see targets.mjs).
 test("limits: 429 + Retry-After per token, recovery after the refill; too_many_jobs", { skip: !!external }, async () => {
-  const extraArgs =
-    targetKind === "native"
-      ? ["--developer-rate-limit", "2:2", "--max-active-jobs", "1"]
-      : ["--config", JSON.stringify({ developer_rate_limit: "2:2", max_active_jobs: 1 })];
-  const limited = await startTarget(targetKind, { bin: flag("--bin"), extraArgs });
+  // The same environment on both shells: each reads its settings as GLEANER_<NAME>.
+  const env = { GLEANER_DEVELOPER_RATE_LIMIT: "2:2", GLEANER_MAX_ACTIVE_JOBS: "1" };
+  const limited = await startTarget(targetKind, { bin: flag("--bin"), env });
   try {
     const b = limited.base;
     const mint = async () => {

@@ -35,15 +35,9 @@ export async function startTarget(
   const operatorToken = `op_${randomBytes(16).toString("hex")}`;
   const env = { ...process.env, ...extraEnv, GLEANER_OPERATOR_TOKEN: operatorToken };
   // Test clients and agents call far faster than production ones: no per-token rate limits
-  // unless a test's extraArgs set them (native flags win over these variables; an edge
-  // --config replaces GLEANER_CONFIG).
-  const roles = ["developer", "node", "operator", "enroll"];
-  if (kind === "native") {
-    for (const role of roles) env[`GLEANER_${role.toUpperCase()}_RATE_LIMIT`] ??= "off";
-  } else {
-    const config = JSON.parse(process.env.GLEANER_CONFIG ?? "{}");
-    for (const role of roles) config[`${role}_rate_limit`] ??= "off";
-    env.GLEANER_CONFIG = JSON.stringify(config);
+  // unless a test sets them (both shells read GLEANER_<SETTING>; native flags win over it).
+  for (const role of ["developer", "node", "operator", "enroll"]) {
+    env[`GLEANER_${role.toUpperCase()}_RATE_LIMIT`] ??= "off";
   }
   let args;
   let command;

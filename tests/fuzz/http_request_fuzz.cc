@@ -16,11 +16,15 @@
 #include <string>
 #include <string_view>
 
+#include "coordinator/core/blob_policy.h"
 #include "coordinator/native/http/http_parser.h"
 
 namespace {
 
 using namespace gleaner::native::http;
+using gleaner::core::ByteRange;
+using gleaner::core::ParseRange;
+using gleaner::core::RangeResult;
 
 void Check(bool ok) {
   if (!ok) __builtin_trap();

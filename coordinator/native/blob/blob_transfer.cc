@@ -4,8 +4,10 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <utility>
 
+#include "coordinator/core/blob_policy.h"
 #include "coordinator/native/http/http_exchange.h"
 #include "coordinator/native/log.h"
 #include "coordinator/native/metrics.h"
@@ -48,23 +50,22 @@ class Exchange {
   std::function<void()> before_answer_;  // called once, before an answer is written
   bool Respond(const core::HttpResponse& r);
   // Refuses before the body was read: drains it (unless the client waits for 100-continue).
-  bool Refuse(const Status& st) {
+  bool Refuse(const core::HttpResponse& r) {
     if (req_.expect_continue && !sent_continue_) {
       keep_alive_ = false;  // the client may or may not send the body now: the stream is unknown
     } else {
       Drain();
     }
-    return Respond(core::HttpResponse::Error(st));
+    return Respond(r);
   }
-  // How long the next socket read, or the write of `extra` more bytes, may wait (ms): until the
-  // average rate would fall below min_rate, at most io_timeout. <= 0: too slow already.
+  // How long the next socket read, or the write of `extra` more bytes, may wait (ms): the core's
+  // minimum-rate budget, at most io_timeout. <= 0: too slow already.
   int BudgetMs(int64_t extra = 0) const {
     const int64_t elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
                                 std::chrono::steady_clock::now() - start_)
                                 .count();
-    const int64_t allowed =
-        deps_.rate_grace_ms + (moved_ + extra) * 1000 / std::max<int64_t>(1, deps_.min_rate);
-    return int(std::min<int64_t>(allowed - elapsed, deps_.io_timeout_ms));
+    return int(std::min<int64_t>(core::BlobTransferBudgetMs(deps_.rate, elapsed, moved_, extra),
+                                 deps_.io_timeout_ms));
   }
   // The server drains: this answer is the connection's last (it says Connection: close).
   bool Stopping() const { return deps_.stopping != nullptr && deps_.stopping->load(); }
@@ -155,11 +156,12 @@ bool Exchange::Respond(const core::HttpResponse& r) {
 
 bool Exchange::Put() {
   const core::BlobGrant* grant = &grant_;
-  if (!BlobStore::ValidKey(grant->key)) return Refuse(Status::Invalid("invalid blob key"));
-  if (grant->max_size >= 0 && req_.body == http::BodyKind::kLength &&
-      req_.content_length > grant->max_size) {
-    return Refuse(Status(Code::kTooLarge, "body exceeds the URL's limit of " +
-                                              std::to_string(grant->max_size) + " bytes"));
+  if (!BlobStore::ValidKey(grant->key)) {
+    return Refuse(core::HttpResponse::Error(Status::Invalid("invalid blob key")));
+  }
+  const int64_t declared = req_.body == http::BodyKind::kLength ? req_.content_length : -1;
+  if (auto refused = core::CheckPutHead(*grant, declared, /*length_required=*/false)) {
+    return Refuse(*refused);
   }
   auto writer = deps_.blobs->BeginPut(grant->key, grant->max_size);
   if (!writer.ok()) {
@@ -169,32 +171,39 @@ bool Exchange::Put() {
   }
   if (!SendContinue()) return false;
   Status write_status;
+  std::optional<core::HttpResponse> refused;
+  int64_t received = 0;
   Read r = ReadBody([&](const char* data, size_t n) {
+    received += int64_t(n);
+    if (core::OverPutLimit(*grant, received)) {
+      refused = core::CheckPutBody(*grant, received, "");
+      return false;
+    }
     write_status = (*writer)->Append(data, n);
     return write_status.ok();
   });
   if (r == Read::kBroken) {
     writer->reset();
     keep_alive_ = false;
-    if (too_slow_) {
-      return Respond(FramingError(408, "the request body arrived slower than " +
-                                           std::to_string(deps_.min_rate) +
-                                           " bytes per second on average"));
-    }
-    return Respond(core::HttpResponse::Error(Status::Invalid("could not read the request body")));
+    return Respond(too_slow_ ? core::TooSlowResponse(deps_.rate)
+                             : core::BlobRefusalResponse(core::BlobRefusal::kBodyUnreadable));
   }
-  if (!write_status.ok()) {
+  if (refused || !write_status.ok()) {
     // Over the limit, or the disk failed: drop the rest of a modest body so that a client still
     // sending it gets the answer instead of a connection reset.
-    if (write_status.code() != Code::kTooLarge && write_status.code() != Code::kInvalidArgument) {
+    if (!refused) {
       LogError("blob write failed", {{"key", grant->key}, {"error", write_status.ToString()}});
     }
     writer->reset();  // the temp file goes before the answer
     Drain();
-    return Respond(core::HttpResponse::Error(write_status));
+    return Respond(refused ? *refused : core::HttpResponse::Error(write_status));
   }
-  auto stored = (*writer)->Finish(grant->sha256);
+  auto stored = (*writer)->Finish("");
   if (stored.ok()) {
+    if (auto mismatch = core::CheckPutBody(*grant, stored->size, stored->sha256)) {
+      writer->reset();
+      return Respond(*mismatch);
+    }
     // A committed checkpoint or output is never replaced by other bytes (409).
     core::Plan allowed = deps_.runner->Run(deps_.coord->BlobPlacePlan(grant->key, stored->sha256));
     if (allowed.response().status / 100 != 2) {
@@ -228,33 +237,13 @@ bool Exchange::Get() {
   if (!opened.ok()) return Respond(core::HttpResponse::Error(opened.status()));
   std::unique_ptr<ReadableFile> file = std::move(opened).value();
   const int64_t size = file->size();
+  core::BlobRead read = core::DecideBlobRead(req_.Header("range"), size);
+  if (read.refusal) return Respond(*read.refusal);
   core::HttpResponse head;
+  head.status = read.status;
   head.content_type = "application/octet-stream";
-  head.headers.emplace_back("Accept-Ranges", "bytes");
-  int64_t first = 0, length = size;
-  if (const std::string* range = req_.Header("range")) {
-    http::ByteRange br;
-    switch (http::ParseRange(*range, size, &br)) {
-      case http::RangeResult::kIgnore:
-        break;
-      case http::RangeResult::kSatisfiable:
-        head.status = 206;
-        first = br.first;
-        length = br.last - br.first + 1;
-        head.headers.emplace_back("Content-Range", "bytes " + std::to_string(br.first) + "-" +
-                                                       std::to_string(br.last) + "/" +
-                                                       std::to_string(size));
-        break;
-      case http::RangeResult::kUnsatisfiable:
-      case http::RangeResult::kMultiple: {
-        core::HttpResponse r = core::HttpResponse::Error(
-            Status::Invalid("range not satisfiable (one range within the object)"));
-        r.status = 416;
-        r.headers.emplace_back("Content-Range", "bytes */" + std::to_string(size));
-        return Respond(r);
-      }
-    }
-  }
+  head.headers = std::move(read.headers);
+  const int64_t first = read.first, length = read.length;
   if (Stopping()) keep_alive_ = false;
   std::string h = ResponseHead(head, length, c_.meta, keep_alive_);
   bool sent = c_.transport.WriteAll(h.data(), h.size(), deps_.io_timeout_ms);
@@ -296,9 +285,8 @@ bool ServeBlob(const BlobDeps& deps, const core::BlobGrant& grant, HttpConn& con
   if (m == "GET" || m == "HEAD") return x.Get();
   // Unknown method on a blob: answered and the connection closed (its body is unknown).
   std::string out;
-  AppendResponse(
-      &out, core::HttpResponse::Error(Status(Code::kNotFound, "blobs support only PUT and GET")),
-      conn.meta, /*keep_alive=*/false);
+  AppendResponse(&out, core::BlobRefusalResponse(core::BlobRefusal::kMethodNotAllowed), conn.meta,
+                 /*keep_alive=*/false);
   conn.transport.WriteAll(out.data(), out.size(), deps.io_timeout_ms);
   LogExchange(conn.meta, 404);
   return false;

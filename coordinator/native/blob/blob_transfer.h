@@ -6,17 +6,19 @@
 //        hashed, Finish (fsync, sha256 check), BlobPlacePlan (a committed object is never
 //        replaced: 409), Place (rename), BlobStoredPlan.
 //   GET: one byte range or the whole object, streamed from the file.
-// A refused request's body is read and dropped (up to 8 MiB) so that a client still sending it
-// sees the answer; past that the connection is closed.
-// Who may start a transfer at all (one upload per key, bounded per key and in all) is decided
-// on the loop before a worker is taken: blob_admission.h.
-// Threading: ServeBlob runs on a worker thread with exclusive use of the connection; the
-// dependencies are thread-safe (PlanRunner, BlobStore, Coordinator's const calls).
+// What is allowed and every refusal's answer are the core's (coordinator/core/blob_policy.h);
+// this file only moves bytes. A refused request's body is read and dropped (up to 8 MiB) so that a
+// client still sending it sees the answer; past that the connection is closed. Who may start a
+// transfer at all (one upload per key, bounded per key and in all) is decided on the loop before a
+// worker is taken: blob_admission.h. Threading: ServeBlob runs on a worker thread with exclusive
+// use of the connection; the dependencies are thread-safe (PlanRunner, BlobStore, Coordinator's
+// const calls).
 #pragma once
 
 #include <atomic>
 #include <functional>
 
+#include "coordinator/core/blob_policy.h"
 #include "coordinator/core/coordinator.h"
 #include "coordinator/native/blob/blob_store.h"
 #include "coordinator/native/clock.h"
@@ -31,12 +33,10 @@ struct BlobDeps {
   BlobStore* blobs = nullptr;
   const Clock* clock = nullptr;
   int io_timeout_ms = 30000;  // no progress this long on the socket ends the transfer
-  // A body (either way) must move at least min_rate bytes per second on average once
-  // rate_grace_ms have passed: a body of N bytes has rate_grace_ms + N / min_rate in all, and
-  // a client dribbling bytes is cut off at once when it falls behind (an upload is answered
-  // 408 and closed; a download is cut). Each byte no longer buys another io_timeout.
-  int64_t min_rate = 16384;
-  int64_t rate_grace_ms = 10000;
+  // The core's minimum average rate (blob_policy.h): a client dribbling bytes is cut off at
+  // once when it falls behind (an upload is answered 408 and closed; a download is cut). Each
+  // byte no longer buys another io_timeout.
+  core::BlobRateLimit rate;
   // Set once the server drains (may be null): answers then carry Connection: close.
   const std::atomic<bool>* stopping = nullptr;
 };

@@ -53,11 +53,6 @@ Result<GroupCommitter*> PlanRunner::Committer() {
   return committer_.get();
 }
 
-bool PlanRunner::ReadOnly(const core::Batch& batch) {
-  auto exec = ThisThreadExecutor();
-  return exec.ok() && (*exec)->ReadOnly(batch);
-}
-
 core::BatchResult PlanRunner::Execute(const core::Batch& batch) {
   auto exec = ThisThreadExecutor();
   if (!exec.ok()) {
@@ -66,7 +61,7 @@ core::BatchResult PlanRunner::Execute(const core::Batch& batch) {
     return r;
   }
   GroupCommitter* committer = nullptr;
-  if (db_.group_commit && db_.path != ":memory:" && !(*exec)->ReadOnly(batch)) {
+  if (db_.group_commit && db_.path != ":memory:" && batch.writes()) {
     auto c = Committer();
     if (!c.ok()) {
       core::BatchResult r;

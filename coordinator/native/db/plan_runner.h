@@ -34,11 +34,9 @@ class PlanRunner {
   // Executes one batch on this thread's connection (with busy retries).
   core::BatchResult Execute(const core::Batch& batch);
 
-  // For shells that run batches themselves (the event loop): whether the batch only reads
-  // (decided on this thread's connection; a batch that does not prepare counts as a write), the
-  // process's one committer (opened on first use; with group_commit off it commits every batch
-  // alone), and the database options.
-  bool ReadOnly(const core::Batch& batch);
+  // For shells that run batches themselves (the event loop; core::Batch::writes() says which
+  // queue): the process's one committer (opened on first use; with group_commit off it commits
+  // every batch alone), and the database options.
   Result<GroupCommitter*> Committer();
   const SqliteOptions& db() const { return db_; }
 

@@ -15,7 +15,6 @@ struct SqliteExecutor::Impl {
   SQLite::Database db;
   // Prepared statements are cached by SQL text (the core's statements are a small fixed set).
   std::unordered_map<std::string, std::unique_ptr<SQLite::Statement>> cache;
-  std::unordered_map<std::string, bool> readonly;  // sqlite3_stmt_readonly by SQL text
 
   SQLite::Statement& Prepare(const std::string& sql) {
     auto it = cache.find(sql);
@@ -138,31 +137,11 @@ core::SqlValue ColumnValue(const SQLite::Column& c) {
 
 }  // namespace
 
-bool SqliteExecutor::ReadOnly(const core::Batch& batch) {
-  for (const core::Statement& s : batch.statements) {
-    auto it = impl_->readonly.find(s.sql);
-    if (it == impl_->readonly.end()) {
-      sqlite3_stmt* stmt = nullptr;
-      bool ro = false;
-      if (sqlite3_prepare_v2(impl_->db.getHandle(), s.sql.c_str(), int(s.sql.size()), &stmt,
-                             nullptr) == SQLITE_OK &&
-          stmt != nullptr) {
-        ro = sqlite3_stmt_readonly(stmt) != 0;
-      }
-      sqlite3_finalize(stmt);
-      if (impl_->readonly.size() > 1024) impl_->readonly.clear();
-      it = impl_->readonly.emplace(s.sql, ro).first;
-    }
-    if (!it->second) return false;
-  }
-  return true;
-}
-
 core::BatchResult SqliteExecutor::Execute(const core::Batch& batch) {
   core::BatchResult result;
   bool in_tx = false;
   try {
-    impl_->Exec(ReadOnly(batch) ? "BEGIN" : "BEGIN IMMEDIATE");
+    impl_->Exec(batch.writes() ? "BEGIN IMMEDIATE" : "BEGIN");
     in_tx = true;
     RunBatch(*impl_, batch, &result);
     impl_->Exec("COMMIT");

@@ -33,10 +33,6 @@ class SqliteExecutor : public core::SqlExecutor {
 
   core::BatchResult Execute(const core::Batch& batch) override;
 
-  // True when every statement only reads (sqlite3_stmt_readonly; cached per SQL text).
-  // A statement that does not prepare counts as a write (Execute reports its error).
-  bool ReadOnly(const core::Batch& batch);
-
   // Runs the batches in ONE transaction (BEGIN IMMEDIATE … COMMIT), each inside its own
   // SAVEPOINT: a failing batch is rolled back alone and gets its error (constraint → kConflict),
   // the others still commit. If BEGIN or COMMIT fails every batch gets that error and nothing
@@ -46,7 +42,7 @@ class SqliteExecutor : public core::SqlExecutor {
   // Runs read-only batches in ONE read transaction (one WAL snapshot for all of them: the pages a
   // commit invalidated are read again once per group, not once per batch). A failing batch gets
   // its own error; if BEGIN fails every batch gets that error. One result per batch, in order.
-  // Requires ReadOnly(batch) for each (a write would fail with the database's read-only error).
+  // Requires !batch.writes() for each (a write would fail with the database's read-only error).
   std::vector<core::BatchResult> ExecuteReadGroup(const std::vector<const core::Batch*>& batches);
 
  private:

@@ -3,8 +3,16 @@
 #include <algorithm>
 #include <cstring>
 
+#include "coordinator/core/http.h"
+
 namespace gleaner::native::http {
 namespace {
+
+using core::EqualsIgnoreCase;
+using core::ForEachElement;
+using core::IsOws;
+using core::ParseDecimal;
+using core::TrimOws;
 
 constexpr size_t kMaxChunkLine = 4 * 1024;  // a chunk-size or trailer line, CR in, LF not
 constexpr size_t kMaxTrailers = 16 * 1024;  // all trailer lines together
@@ -32,10 +40,6 @@ bool IsToken(std::string_view s) {
   return true;
 }
 
-bool IsOws(char c) {
-  return c == ' ' || c == '\t';
-}
-
 // Field values and chunk extensions: visible ASCII, SP, HTAB and obs-text; no other controls.
 bool IsFieldText(std::string_view s) {
   for (char c : s) {
@@ -45,48 +49,8 @@ bool IsFieldText(std::string_view s) {
   return true;
 }
 
-std::string_view TrimOws(std::string_view s) {
-  while (!s.empty() && IsOws(s.front())) s.remove_prefix(1);
-  while (!s.empty() && IsOws(s.back())) s.remove_suffix(1);
-  return s;
-}
-
 char Lower(char c) {
   return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-}
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view lower) {
-  if (a.size() != lower.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (Lower(a[i]) != lower[i]) return false;
-  }
-  return true;
-}
-
-// Calls f(element) for each comma-separated element of a list value, OWS trimmed, empty
-// elements included (callers decide whether an empty element is an error).
-template <typename F>
-void ForEachElement(std::string_view list, F f) {
-  while (true) {
-    size_t comma = list.find(',');
-    f(TrimOws(list.substr(0, comma)));
-    if (comma == std::string_view::npos) return;
-    list.remove_prefix(comma + 1);
-  }
-}
-
-// 1*DIGIT into a non-negative int64; false on anything else or overflow.
-bool ParseDecimal(std::string_view s, int64_t* out) {
-  if (s.empty()) return false;
-  int64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    int d = c - '0';
-    if (v > (INT64_MAX - d) / 10) return false;
-    v = v * 10 + d;
-  }
-  *out = v;
-  return true;
 }
 
 int HexValue(char c) {
@@ -518,58 +482,6 @@ bool BodyDecoder::TrailerLine(std::string_view line) {
 
 // ---------------------------------------------------------------------------------------------
 // Ranges and reason phrases
-
-RangeResult ParseRange(std::string_view value, int64_t size, ByteRange* out) {
-  value = TrimOws(value);
-  size_t eq = value.find('=');
-  if (eq == std::string_view::npos || !EqualsIgnoreCase(TrimOws(value.substr(0, eq)), "bytes")) {
-    return RangeResult::kIgnore;
-  }
-  // Parse every element first: one invalid element makes the whole header ignorable.
-  size_t count = 0;
-  bool valid = true;
-  bool suffix = false;
-  int64_t first = 0, last = -1;  // last -1: open ("a-")
-  ForEachElement(value.substr(eq + 1), [&](std::string_view e) {
-    if (e.empty() || !valid) return;  // empty list elements do not count
-    ++count;
-    size_t dash = e.find('-');
-    if (dash == std::string_view::npos) {
-      valid = false;
-      return;
-    }
-    std::string_view a = e.substr(0, dash), b = e.substr(dash + 1);
-    int64_t x = 0, y = 0;
-    if (a.empty()) {  // "-n": the last n bytes
-      valid = ParseDecimal(b, &y);
-      suffix = true;
-      last = y;
-    } else if (b.empty()) {  // "a-"
-      valid = ParseDecimal(a, &x);
-      suffix = false;
-      first = x;
-      last = -1;
-    } else {
-      valid = ParseDecimal(a, &x) && ParseDecimal(b, &y) && x <= y;
-      suffix = false;
-      first = x;
-      last = y;
-    }
-  });
-  if (!valid || count == 0) return RangeResult::kIgnore;
-  if (count > 1) return RangeResult::kMultiple;
-  if (size <= 0) return RangeResult::kUnsatisfiable;
-  if (suffix) {
-    if (last == 0) return RangeResult::kUnsatisfiable;
-    out->first = last >= size ? 0 : size - last;
-    out->last = size - 1;
-    return RangeResult::kSatisfiable;
-  }
-  if (first >= size) return RangeResult::kUnsatisfiable;
-  out->first = first;
-  out->last = (last < 0 || last >= size) ? size - 1 : last;
-  return RangeResult::kSatisfiable;
-}
 
 const char* ReasonPhrase(int status) {
   static constexpr struct {

@@ -129,22 +129,6 @@ class BodyDecoder {
   std::string error_message_;
 };
 
-// A single byte range of an object, inclusive.
-struct ByteRange {
-  int64_t first = 0;
-  int64_t last = 0;
-};
-
-enum class RangeResult {
-  kIgnore,         // not a "bytes=" range we understand (other unit, syntax error): send all
-  kSatisfiable,    // *out set (clamped to the object: "bytes=5-" and "bytes=-5" resolved)
-  kUnsatisfiable,  // a valid single range outside a non-empty object, or a range on an empty one
-  kMultiple,       // more than one range: the caller answers 416 (only one is supported)
-};
-
-// Interprets a Range header value for an object of `size` bytes (RFC 9110 §14.1.2).
-RangeResult ParseRange(std::string_view value, int64_t size, ByteRange* out);
-
 // The reason phrase of a status code ("OK", "Not Found", ...; "Unknown" for others).
 const char* ReasonPhrase(int status);
 

@@ -10,31 +10,25 @@
 
 namespace gleaner::native {
 
-void ApplyPoolDecision(PoolProvider* provider, const Json& summary, std::set<std::string>* done) {
-  if (provider == nullptr || !summary.is_object()) return;
-  if (summary.contains("reallocate") && summary["reallocate"].is_array()) {
-    for (const Json& node : summary["reallocate"]) {
-      if (!node.is_object()) continue;
-      std::string machine = node.value("machine_id", "");
-      if (machine.empty() || done->count(machine)) continue;
-      auto r = provider->Reallocate(machine);
-      if (!r.ok()) {
-        LogWarn("pool: reallocation failed", {{"machine_id", machine},
-                                              {"provider", provider->name()},
-                                              {"error", r.status().ToString()}});
-        continue;  // tried again next tick
-      }
-      done->insert(machine);
-      LogInfo(*r ? "pool: reallocated quarantined node" : "pool: quarantined node has no instance",
-              {{"machine_id", machine},
-               {"node_id", node.value("node_id", "")},
-               {"provider", provider->name()}});
+void ApplyPoolActions(PoolProvider* provider, const core::PoolActions& actions,
+                      std::set<std::string>* done) {
+  if (provider == nullptr) return;
+  for (const core::PoolActions::Reallocation& node : actions.reallocate) {
+    const std::string& machine = node.machine_id;
+    if (machine.empty() || done->count(machine)) continue;
+    auto r = provider->Reallocate(machine);
+    if (!r.ok()) {
+      LogWarn("pool: reallocation failed", {{"machine_id", machine},
+                                            {"provider", provider->name()},
+                                            {"error", r.status().ToString()}});
+      continue;  // tried again next tick
     }
+    done->insert(machine);
+    LogInfo(*r ? "pool: reallocated quarantined node" : "pool: quarantined node has no instance",
+            {{"machine_id", machine}, {"node_id", node.node_id}, {"provider", provider->name()}});
   }
-  if (!summary.contains("autoscaler") || !summary["autoscaler"].is_object()) return;
-  const Json& a = summary["autoscaler"];
-  if (!a.contains("target") || !a["target"].is_number_integer()) return;
-  int64_t target = a["target"].get<int64_t>();
+  if (actions.target < 0) return;
+  const int64_t target = actions.target;
   Status st = provider->SetTarget(int(std::min<int64_t>(target, INT_MAX)));
   if (!st.ok()) {
     LogWarn("pool: applying the target failed",

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "coordinator/core/plan.h"
 #include "shared/json.h"
 #include "shared/status.h"
 
@@ -41,9 +42,10 @@ class PoolProvider {
   virtual Result<bool> Reallocate(const std::string& machine_id) = 0;
 };
 
-// Applies one maintenance tick's decision (its JSON summary: autoscaler.target and reallocate[])
-// through the provider: reallocations first (each machine once per process: `done` remembers),
-// then the target. Logs what it did and every failure; returns nothing because nothing stops.
-void ApplyPoolDecision(PoolProvider* provider, const Json& summary, std::set<std::string>* done);
+// Applies one maintenance tick's pool actions (the core's, core::Plan::pool_actions()) through
+// the provider: reallocations first (each machine once per process: `done` remembers), then the
+// target. Logs what it did and every failure; returns nothing because nothing stops.
+void ApplyPoolActions(PoolProvider* provider, const core::PoolActions& actions,
+                      std::set<std::string>* done);
 
 }  // namespace gleaner::native

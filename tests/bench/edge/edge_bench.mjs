@@ -46,8 +46,8 @@ const overhead = argv.includes("--overhead");
 const mfDir = process.env.GLEANER_MINIFLARE ?? join(repo, "wasm", "node_modules", "miniflare");
 const { Miniflare } = await import(pathToFileURL(join(mfDir, "dist", "src", "index.js")).href);
 const operatorToken = "op_bench_0123456789abcdef";
-const config = { heartbeat_interval_s: 30, stall_after_s: 3600, max_active_jobs: 100000000 };
-for (const role of ["developer", "node", "operator", "enroll"]) config[`${role}_rate_limit`] = "off";
+const config = { "heartbeat-interval": 30, "stall-after": 3600, "max-active-jobs": 100000000 };
+for (const role of ["developer", "node", "operator", "enroll"]) config[`${role}-rate-limit`] = "off";
 
 const dir = mkdtempSync(join(tmpdir(), "gleaner-edge-bench-"));
 const edgeModules = [

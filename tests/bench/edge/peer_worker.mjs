@@ -9,8 +9,8 @@
 //   POST /v1/jobs/{id}/heartbeat {epoch, step, loss?}   (node)
 //   POST /v1/work {}                                    (node)
 //   POST /v1/jobs {kind: "synthetic", params: {steps, ...}, priority?}   (developer, operator)
-// Bindings: DB (a D1 database with Gleaner's schema), GLEANER_CONFIG (stall_after_s,
-// heartbeat_interval_s, max_active_jobs).
+// Bindings: DB (a D1 database with Gleaner's schema), GLEANER_CONFIG (stall-after,
+// heartbeat-interval, max-active-jobs).
 
 function json(status, body) {
   return Response.json(body, { status });
@@ -171,10 +171,12 @@ async function submit(db, config, who, body) {
 
 export default {
   async fetch(request, env) {
-    const config = JSON.parse(env.GLEANER_CONFIG ?? "{}");
-    config.stall_after_s ??= 2 * (config.heartbeat_interval_s ?? 30);
-    config.heartbeat_interval_s ??= 30;
-    config.max_active_jobs ??= 100;
+    const settings = JSON.parse(env.GLEANER_CONFIG ?? "{}");
+    const config = {
+      heartbeat_interval_s: settings["heartbeat-interval"] ?? 30,
+      max_active_jobs: settings["max-active-jobs"] ?? 100,
+    };
+    config.stall_after_s = settings["stall-after"] ?? 2 * config.heartbeat_interval_s;
     const path = new URL(request.url).pathname;
     if (request.method !== "POST") return error(405, "method_not_allowed", "POST only");
     const who = await caller(env.DB, request);

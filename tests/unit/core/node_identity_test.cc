@@ -62,3 +62,40 @@ TEST_CASE("register: the enroll token never takes over a live lease", "[nodes]")
   CHECK(adopted.json["node_id"] == holder.id);
   CHECK(adopted.json.contains("node_secret"));
 }
+
+TEST_CASE("quarantine extended to an enroll key catches the machine's replacement identities",
+          "[nodes]") {
+  TestEnv env;
+  const std::string owner = env.Key("enroll");
+  const std::string others = env.Key("enroll");
+  Resp bad = env.Post("/v1/nodes/register", owner, Body("pc-bad"));
+  REQUIRE(bad.status == 200);
+  const std::string bad_id = bad.json["node_id"].get<std::string>();
+  // A plain quarantine extends to nothing: the owner's next machine starts active.
+  REQUIRE(
+      env.Post("/v1/nodes/" + bad_id + "/quarantine", env.operator_token, Json::object()).status ==
+      200);
+  CHECK(env.Post("/v1/nodes/register", owner, Body("pc-2")).json["state"] == "active");
+  // Extended: a new machine_id from the same enroll key starts quarantined, naming the node...
+  Resp q = env.Post("/v1/nodes/" + bad_id + "/quarantine", env.operator_token,
+                    Json{{"reason", "bad outputs"}, {"extend_to_enroll_key", true}});
+  REQUIRE(q.status == 200);
+  Resp back = env.Post("/v1/nodes/register", owner, Body("pc-bad-renamed"));
+  REQUIRE(back.status == 200);
+  CHECK(back.json["state"] == "quarantined");
+  CHECK(env.Post("/v1/work", back.json["token"].get<std::string>(), Json::object()).status == 204);
+  CHECK(env.Scalar("SELECT count(*) FROM nodes WHERE machine_id = 'pc-bad-renamed' AND "
+                   "state_reason LIKE '%" +
+                   bad_id + "%'") == 1);
+  // ...while other keys' machines, and machines already known, are not touched.
+  CHECK(env.Post("/v1/nodes/register", others, Body("pc-other")).json["state"] == "active");
+  CHECK(env.Scalar("SELECT count(*) FROM nodes WHERE machine_id = 'pc-2' AND state = 'active'") ==
+        1);
+  // Restoring the node ends the extension; restore takes no extend field.
+  CHECK(env.Post("/v1/nodes/" + bad_id + "/restore", env.operator_token,
+                 Json{{"extend_to_enroll_key", true}})
+            .status == 400);
+  REQUIRE(env.Post("/v1/nodes/" + bad_id + "/restore", env.operator_token, Json::object()).status ==
+          200);
+  CHECK(env.Post("/v1/nodes/register", owner, Body("pc-3")).json["state"] == "active");
+}

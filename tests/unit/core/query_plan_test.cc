@@ -19,6 +19,24 @@ class ExplainingExecutor : public core::SqlExecutor {
  public:
   explicit ExplainingExecutor(core::SqlExecutor* db) : db_(db) {}
   core::BatchResult Execute(const core::Batch& batch) override {
+    // Batch::writes() (the core's rule, from its SQL text) against SQLite's own answer: a
+    // statement writes when its program opens a write transaction (EXPLAIN: Transaction p2 != 0,
+    // what sqlite3_stmt_readonly reads).
+    bool sqlite_writes = false;
+    for (const core::Statement& s : batch.statements) {
+      core::Batch program;
+      program.Add("EXPLAIN " + s.sql, s.params);
+      core::BatchResult r = db_->Execute(program);
+      REQUIRE(r.status.ok());
+      for (size_t i = 0; i < r.results[0].rows.size(); ++i) {
+        if (r.results[0].Get(i, "opcode").AsText() == "Transaction" &&
+            r.results[0].Get(i, "p2").AsInt() != 0) {
+          sqlite_writes = true;
+        }
+      }
+    }
+    INFO(batch.statements.front().sql);
+    CHECK(batch.writes() == sqlite_writes);
     for (const core::Statement& s : batch.statements) {
       core::Batch explain;
       explain.Add("EXPLAIN QUERY PLAN " + s.sql, s.params);

@@ -1,4 +1,4 @@
-// RequestParser, BodyDecoder and ParseRange: every refusal with its status, valid requests,
+// RequestParser and BodyDecoder: every refusal with its status, valid requests,
 // identical results however the bytes are split, pipelining, chunked bodies, ranges.
 #include "coordinator/native/http/http_parser.h"
 
@@ -569,63 +569,6 @@ TEST_CASE("http parser: a whole request split everywhere, head then chunked body
     auto [rest, out] = run(cut);
     CHECK(out == "abcde");
     CHECK(rest == "NEXT");
-  }
-}
-
-TEST_CASE("http parser: Range values", "[http_parser]") {
-  struct Case {
-    const char* value;
-    int64_t size;
-    RangeResult result;
-    int64_t first, last;
-  };
-  using R = RangeResult;
-  const Case cases[] = {
-      {"bytes=0-99", 1000, R::kSatisfiable, 0, 99},
-      {"bytes=5-5", 10, R::kSatisfiable, 5, 5},
-      {"bytes=5-", 10, R::kSatisfiable, 5, 9},
-      {"bytes=5-100", 10, R::kSatisfiable, 5, 9},
-      {"bytes=-3", 10, R::kSatisfiable, 7, 9},
-      {"bytes=-30", 10, R::kSatisfiable, 0, 9},
-      {"bytes=0-", 1, R::kSatisfiable, 0, 0},
-      {"  Bytes=2-3 \t", 10, R::kSatisfiable, 2, 3},
-      {"bytes= 2-3 ", 10, R::kSatisfiable, 2, 3},
-      {"bytes=2-3,", 10, R::kSatisfiable, 2, 3},
-      {"bytes=0-9223372036854775807", 10, R::kSatisfiable, 0, 9},
-      {"bytes=10-", 10, R::kUnsatisfiable, 0, 0},
-      {"bytes=10-20", 10, R::kUnsatisfiable, 0, 0},
-      {"bytes=-0", 10, R::kUnsatisfiable, 0, 0},
-      {"bytes=0-0", 0, R::kUnsatisfiable, 0, 0},
-      {"bytes=-5", 0, R::kUnsatisfiable, 0, 0},
-      {"bytes=0-", 0, R::kUnsatisfiable, 0, 0},
-      {"bytes=0-1,2-3", 10, R::kMultiple, 0, 0},
-      {"bytes=0-1 , -3", 10, R::kMultiple, 0, 0},
-      {"bytes=5-3", 10, R::kIgnore, 0, 0},
-      {"bytes=0-1,5-3", 10, R::kIgnore, 0, 0},
-      {"bytes=0-1,x", 10, R::kIgnore, 0, 0},
-      {"items=0-1", 10, R::kIgnore, 0, 0},
-      {"bytes 0-1", 10, R::kIgnore, 0, 0},
-      {"bytes=", 10, R::kIgnore, 0, 0},
-      {"bytes=,", 10, R::kIgnore, 0, 0},
-      {"bytes=-", 10, R::kIgnore, 0, 0},
-      {"bytes=1", 10, R::kIgnore, 0, 0},
-      {"bytes=1-2-3", 10, R::kIgnore, 0, 0},
-      {"bytes=1 - 2", 10, R::kIgnore, 0, 0},
-      {"bytes=+1-2", 10, R::kIgnore, 0, 0},
-      {"bytes=a-b", 10, R::kIgnore, 0, 0},
-      {"bytes=9223372036854775808-", 10, R::kIgnore, 0, 0},
-      {"bytes=-99999999999999999999", 10, R::kIgnore, 0, 0},
-      {"", 10, R::kIgnore, 0, 0},
-  };
-  for (const Case& c : cases) {
-    INFO(c.value << " size " << c.size);
-    ByteRange r{-1, -1};
-    RangeResult got = ParseRange(c.value, c.size, &r);
-    CHECK(got == c.result);
-    if (c.result == R::kSatisfiable) {
-      CHECK(r.first == c.first);
-      CHECK(r.last == c.last);
-    }
   }
 }
 

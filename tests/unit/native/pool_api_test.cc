@@ -377,19 +377,18 @@ class RecordingPool : public PoolProvider {
 };
 }  // namespace
 
-TEST_CASE("ApplyPoolDecision: each quarantined machine once (retried after failures), then target",
+TEST_CASE("ApplyPoolActions: each quarantined machine once (retried after failures), then target",
           "[pool]") {
   RecordingPool pool;
   std::set<std::string> done;
-  Json tick = {{"reallocate",
-                {{{"node_id", "n_1"}, {"machine_id", "bad"}},
-                 {{"node_id", "n_2"}, {"machine_id", "flaky"}}}},
-               {"autoscaler", {{"target", 7}}}};
-  ApplyPoolDecision(&pool, tick, &done);
-  ApplyPoolDecision(&pool, tick, &done);
+  core::PoolActions tick;
+  tick.reallocate = {{"n_1", "bad"}, {"n_2", "flaky"}};
+  tick.target = 7;
+  ApplyPoolActions(&pool, tick, &done);
+  ApplyPoolActions(&pool, tick, &done);
   std::vector<std::string> want = {"reallocate bad", "reallocate flaky", "target 7",
                                    "reallocate flaky", "target 7"};
   CHECK(pool.calls == want);
-  ApplyPoolDecision(&pool, Json{{"autoscaler", {{"target", "x"}}}}, &done);  // malformed: ignored
+  ApplyPoolActions(&pool, core::PoolActions{}, &done);  // no decision: nothing happens
   CHECK(pool.calls.size() == 5);
 }

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "coordinator/core/migrations.h"
+#include "coordinator/core/settings.h"
 #include "coordinator/native/db/sqlite_executor.h"
 #include "wasm/wire_json.h"
 
@@ -13,7 +14,7 @@ using namespace gleaner::edge;
 
 namespace {
 
-const char kConfig[] = R"({"blob_signing_key":"0123456789abcdef0123456789abcdef"})";
+const char kConfig[] = R"({"blob-signing-key":"0123456789abcdef0123456789abcdef"})";
 
 Json Parse(const std::string& text) {
   Result<Json> j = ParseJson(text);
@@ -67,10 +68,31 @@ TEST_CASE("a session refuses work before init and rejects a bad config", "[sessi
   CHECK(step["done"] == true);
   CHECK(step["response"]["status"] == 503);
   CHECK(s.Init("{").find("config") == 0);
-  CHECK_FALSE(s.Init(R"({"blob_signing_key":"short"})").empty());
+  CHECK_FALSE(s.Init(R"({"blob-signing-key":"short"})").empty());
   CHECK_FALSE(s.ready());
   CHECK(s.Init(kConfig).empty());
   CHECK(s.ready());
+}
+
+TEST_CASE("the settings table goes to the Worker with the values in force", "[session]") {
+  EdgeSession s;
+  Json before = Parse(s.Settings());
+  REQUIRE(before.is_array());
+  REQUIRE(before.size() == core::CoreSettings().size());
+  CHECK_FALSE(before[0].contains("value"));
+  REQUIRE(s.Init(R"({"blob-signing-key":"0123456789abcdef0123456789abcdef","max-body":"4096"})")
+              .empty());
+  Json after = Parse(s.Settings());
+  bool found = false;
+  for (const Json& e : after) {
+    if (e["name"] != "max-body") continue;
+    found = true;
+    CHECK(e["env"] == "GLEANER_MAX_BODY");
+    CHECK(e["kind"] == "integer");
+    CHECK(e["default"] == "1048576");
+    CHECK(e["value"] == "4096");
+  }
+  CHECK(found);
 }
 
 TEST_CASE("migrations, bootstrap and requests run through the JSON wire", "[session]") {

@@ -172,25 +172,45 @@ TEST_CASE("shell errors map onto the executor contract", "[wire]") {
   }
 }
 
-TEST_CASE("config JSON fills CoreConfig and is validated", "[wire]") {
+TEST_CASE("config JSON uses the settings table's names and syntax and is validated", "[wire]") {
   Result<CoreConfig> c = ConfigFromJson(Parse(
-      R"({"blob_signing_key":"0123456789abcdef0123","heartbeat_interval_s":0.5,
-          "public_url":"https://edge.example","keep_checkpoints":2})"));
+      R"({"blob-signing-key":"0123456789abcdef0123","heartbeat-interval":0.5,
+          "public-url":"https://edge.example/","keep-checkpoints":2,"max-nodes":"7",
+          "node-rate-limit":"off","s3-virtual-hosted":true,"max-pending-uploads":4})"));
+  INFO(c.status().ToString());
   REQUIRE(c.ok());
   CHECK(c->heartbeat_interval_s == 0.5);
   CHECK(c->stall_after_s == 1.0);  // 2 x interval unless given
   CHECK(c->keep_checkpoints == 2);
+  CHECK(c->autoscale_max == 7);  // a string in the flag syntax works as well as a number
   CHECK(c->public_url == "https://edge.example");
-  CHECK(c->autoscale_max == CoreConfig().autoscale_max);
+  CHECK_FALSE(c->node_rate.limited());
+  CHECK_FALSE(c->s3.path_style);
+  CHECK(c->max_pending_uploads == 4);
+  CHECK(c->autoscale_min == CoreConfig().autoscale_min);
 
-  CHECK_FALSE(ConfigFromJson(Parse(R"({})")).ok());  // no signing key
-  CHECK_FALSE(ConfigFromJson(Parse(R"({"blob_signing_key":"short"})")).ok());
-  CHECK_FALSE(
-      ConfigFromJson(Parse(R"({"blob_signing_key":"0123456789abcdef0123","typo_s":1})")).ok());
-  CHECK_FALSE(
-      ConfigFromJson(
-          Parse(R"({"blob_signing_key":"0123456789abcdef0123","heartbeat_interval_s":"x"})"))
-          .ok());
+  const std::string key = R"("blob-signing-key":"0123456789abcdef0123")";
+  struct Bad {
+    std::string json, expect;
+  };
+  for (const Bad& bad : std::vector<Bad>{
+           {"{}", "signing key"},
+           {R"({"blob-signing-key":"short"})", "signing key"},
+           {"{" + key + R"(,"typo":1})", "config.typo: unknown setting"},
+           {"{" + key + R"(,"heartbeat_interval_s":1})", "config.heartbeat_interval_s: unknown"},
+           {"{" + key + R"(,"heartbeat-interval":"x"})", "config.heartbeat-interval: expected"},
+           {"{" + key + R"(,"keep-checkpoints":0})",
+            "config.keep-checkpoints: must be in [1, 100]"},
+           {"{" + key + R"(,"max-nodes":1.5})",
+            "config.max-nodes: expected a non-negative integer"},
+           {"{" + key + R"(,"max-nodes":[1]})", "config.max-nodes: expected a string"},
+           {"{" + key + R"(,"blob-signing-key":1})", "config.blob-signing-key: expected a string"},
+       }) {
+    Result<CoreConfig> r = ConfigFromJson(Parse(bad.json));
+    INFO(bad.json << " -> " << r.status().ToString());
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().message().find(bad.expect) != std::string::npos);
+  }
 }
 
 TEST_CASE("integers are bound as text under CAST for D1, so the SQL text never varies", "[wire]") {
