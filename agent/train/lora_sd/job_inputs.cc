@@ -77,7 +77,7 @@ Result<JobInputs> LoadJobInputs(const Json& spec, const LoraSdParams& p,
     return Status::Invalid("train_text_encoder needs an image dataset (photos and captions)");
   }
   models::DiffusersLoadOptions options;
-  options.vae = options.text_encoders = true;
+  options.vae = options.text_encoders = images;  // what encoding the photos needs
   Result<models::DiffusersModel> model = models::LoadDiffusersModel(*model_path, options);
   if (!model.ok()) return model.status();
   JobInputs in;

@@ -30,7 +30,8 @@ struct JobInputs {
   UNetConfig config;
   TensorMap unet_weights;  // as stored (F32/F16/BF16); Trainer::Create places them
   Dataset data;
-  // A diffusers model only: its VAE, tokenizers and text encoders (UNet weights moved out above).
+  // A diffusers model only: its configs and tokenizers, and with an image dataset its VAE and
+  // text encoders (UNet weights moved out above).
   std::optional<models::DiffusersModel> model;
   // An image dataset with train_text_encoder only: the encoders and the captions' ids.
   TextTraining text;

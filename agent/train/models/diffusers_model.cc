@@ -60,9 +60,8 @@ Result<std::shared_ptr<vae::AutoencoderKL>> LoadVae(const std::string& dir,
   return model;
 }
 
-// text_encoder[_2]/ and tokenizer[_2]/; the model only when `build`.
-Result<TextEncoderPart> LoadTextPart(const std::string& root, const std::string& suffix,
-                                     bool build) {
+// tokenizer[_2]/ and text_encoder[_2]/config.json (the model is built later, BuildTextModel).
+Result<TextEncoderPart> LoadTextPart(const std::string& root, const std::string& suffix) {
   TextEncoderPart part;
   part.name = "text_encoder" + suffix;
   const std::string enc = root + "/" + part.name, tok = root + "/tokenizer" + suffix;
@@ -84,14 +83,18 @@ Result<TextEncoderPart> LoadTextPart(const std::string& root, const std::string&
                            " tokens, more than " + config_path + "'s vocab_size " +
                            std::to_string(part.config.vocab_size));
   }
-  if (build) {
-    Result<std::string> w = FindComponentWeights(enc, "model");
-    if (!w.ok()) return w.status();
-    Result<std::shared_ptr<text::ClipTextModel>> m = text::LoadClipTextModel(config_path, *w);
-    if (!m.ok()) return Named(*w, m.status());
-    part.model = *m;
-  }
   return part;
+}
+
+Status BuildTextModel(const std::string& root, TextEncoderPart* part) {
+  const std::string enc = root + "/" + part->name;
+  Result<std::string> w = FindComponentWeights(enc, "model");
+  if (!w.ok()) return w.status();
+  Result<std::shared_ptr<text::ClipTextModel>> m =
+      text::LoadClipTextModel(enc + "/config.json", *w);
+  if (!m.ok()) return Named(*w, m.status());
+  part->model = *m;
+  return Status::Ok();
 }
 
 std::string Int(int64_t v) {
@@ -176,11 +179,11 @@ Result<DiffusersModel> LoadDiffusersModel(const std::string& dir,
   if (!vae_config.ok()) return Named(vae_dir + "/config.json", vae_config.status());
   m.vae_config = *vae_config;
 
-  Result<TextEncoderPart> t1 = LoadTextPart(dir, "", options.text_encoders);
+  Result<TextEncoderPart> t1 = LoadTextPart(dir, "");
   if (!t1.ok()) return t1.status();
   m.text.push_back(std::move(*t1));
   if (m.sdxl()) {
-    Result<TextEncoderPart> t2 = LoadTextPart(dir, "_2", options.text_encoders);
+    Result<TextEncoderPart> t2 = LoadTextPart(dir, "_2");
     if (!t2.ok()) return t2.status();
     m.text.push_back(std::move(*t2));
   }
@@ -191,6 +194,9 @@ Result<DiffusersModel> LoadDiffusersModel(const std::string& dir,
 
   GLEANER_RETURN_IF_ERROR(CheckFits(m));
   // The large files last, once everything small is known to fit.
+  if (options.text_encoders) {
+    for (TextEncoderPart& part : m.text) GLEANER_RETURN_IF_ERROR(BuildTextModel(dir, &part));
+  }
   if (options.vae) {
     Result<std::shared_ptr<vae::AutoencoderKL>> v = LoadVae(vae_dir, m.vae_config);
     if (!v.ok()) return v.status();
