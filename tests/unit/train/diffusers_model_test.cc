@@ -85,7 +85,7 @@ TEST_CASE("a tiny SDXL diffusers folder loads two encoders that fit the UNet", "
   CHECK(ids->size() == 7);  // bos a photo of sks dog eos
 }
 
-TEST_CASE("diffusers weights load from F16, BF16 and sharded files", "[models]") {
+TEST_CASE("diffusers weights load from F16 and BF16 and sharded files", "[models]") {
   TempDir tmp;
   const std::string dir = Tiny(tmp, false);
   const std::string unet = dir + "/unet/diffusion_pytorch_model.safetensors";

@@ -222,7 +222,7 @@ std::string LocalSpec(const TempDir& tmp, const std::string& model, const std::s
 
 }  // namespace
 
-TEST_CASE("a photo-folder job trains end to end across a SIGTERM, byte-identical",
+TEST_CASE("a photo-folder job trains end to end across a SIGTERM and ends byte-identical",
           "[lora_sd][photos][e2e]") {
   RunPhotoJob(/*sdxl=*/false, /*train_text_encoder=*/false, 40);
 }
