@@ -3,8 +3,8 @@
 # synthetic training jobs submitted over HTTP, one agent interrupted (SIGTERM) and restarted,
 # the other killed (kill -9) and restarted, every job completed and its result verified against
 # an uninterrupted run, then real lora-sd jobs (libtorch, CPU; SD-style and SDXL-shaped) trained
-# across an interruption and checked byte for byte, and the per-step cost report printed at the
-# end.
+# across an interruption and checked byte for byte, a job made only of photos and captions on a
+# tiny diffusers model, and the per-step cost report printed at the end.
 #   bash infra/demo.sh              install, build, run
 #   bash infra/demo.sh --no-build   run with the binaries already in build/bin
 # Environment: GLEANER_DEMO_JOBS (6), GLEANER_DEMO_STEPS (150), GLEANER_DEMO_KEEP=1 keeps the
@@ -196,6 +196,14 @@ if "$bin/gleaner-train" make-model --out "$lw/sd/weights.safetensors" --seed 1 >
     id=$("$bin/gleaner" submit "$lw/job-$f-$seed.json")
     lora_ids+=("$id"); family[$id]=$f; steps_of[$id]=$n
   }
+  wait_final() {  # job id: until it is completed, failed or canceled (at most 5 minutes)
+    local st
+    for _ in $(seq 1 600); do
+      st=$(api "$dev" GET "/v1/jobs/$1" | jq -r .state)
+      case "$st" in completed|failed|canceled) return ;; esac
+      sleep 0.5
+    done
+  }
   lora_ids=()
   submit_lora sdxl 7 80
   submit_lora sd 5 120
@@ -222,11 +230,7 @@ if "$bin/gleaner-train" make-model --out "$lw/sd/weights.safetensors" --seed 1 >
     if [ "$holder" = a ]; then agent_a=$agent_pid; else agent_b=$agent_pid; fi
   fi
   for id in "${lora_ids[@]}"; do
-    for _ in $(seq 1 600); do
-      st=$(api "$dev" GET "/v1/jobs/$id" | jq -r .state)
-      case "$st" in completed|failed|canceled) break ;; esac
-      sleep 0.5
-    done
+    wait_final "$id"
     "$bin/gleaner" download "$id" -o "$lw/out-$id" >/dev/null 2>&1 || true
     job=$(api "$dev" GET "/v1/jobs/$id")
     ref="$lw/ref-$id"; mkdir -p "$ref"; dir="$lw/${family[$id]}"
@@ -251,6 +255,46 @@ if "$bin/gleaner-train" make-model --out "$lw/sd/weights.safetensors" --seed 1 >
       "${family[$id]}" "$(jq -r .state <<<"$job")" "$verdict" "$alphas" "$names" "$leases"
   done
   say "lora-sd: $lora_ok of $lora_n LoRA results byte-identical to an uninterrupted run (files in $lw/out-*)"
+
+  # 7b. A job made only of photos and captions, as a person submits one: a tiny diffusers model
+  #     folder (generated: model_index.json, unet/, vae/, text_encoder/, tokenizer/, scheduler/)
+  #     registered once with `gleaner models upload`, three small PNGs (one with a .txt caption)
+  #     submitted with `gleaner jobs submit --images ... --train-text-encoder`; the node encodes
+  #     them (VAE, CLIP) and trains UNet and text-encoder LoRA; the result is checked byte for
+  #     byte against an uninterrupted local run on the same archive.
+  pw="$lw/photos-job"; mkdir -p "$pw/photos"
+  base64 -d >"$pw/photos/dog1.png" <<<'iVBORw0KGgoAAAANSUhEUgAAAAwAAAAKCAIAAAAPTiitAAAA5ElEQVR42g3KUQ2GERiA0T/OF8HFc20SmAQmgUlgEpgE7yQwCUwCE+d3rs/v0yiN0ThN0CRN0TRN10zN1lzN77Moi7E4S7AkS7E0S7dMy7Zc+5JHeYzHeYIneYqnebpnerbn+pciKmIiLhIiKVIiLdIjM7IjN76UURmTcZmQSZmSaZmemZmdufmliqqYiquESqqUSqv0yqzsyq0vCUowghOCkIQiNKELU9jClZcGamAGbhAGaVAGbdAHc7AHd7y0UAuzcIuwSIuyaIu+mIu9uOulgzqYgzuEQzqUQzv0wzzswz38AfLtmrEQv3CiAAAAAElFTkSuQmCC'
+  base64 -d >"$pw/photos/dog2.png" <<<'iVBORw0KGgoAAAANSUhEUgAAAAoAAAAOCAIAAACZwRr8AAABCklEQVR42g3JMaFGEQCA0RdABBFEEMHwBzCIYPxGAQwCGAQwCGAQwCCAQQAR7vCc9fz9Ii7iIyGSIiXSIiOyIify98u4jM+ETMqUTMuMzMqc/LriKr4SKqlSKq0yKqty6uuO6/hO6KRO6bTO6KzO6a8nbuInYZImZdImY7ImZ77euI3fhE3alE3bjM3anP364i7+Ei7pUi7tMi7rcu7rD/fhP8JH+igf7WN8rI/zvRY4gRcEQRIUQRMMwRIc8VriJF4SJElSJE0yJEty5GuFU3hFUCRFUTTFUCzFUa81TuM1QZM0RdM0Q7M0R782OIM3BEMyFEMzDMMyHPPa4izeEizJUizNMizLciz/dSveMT+o60gAAAAASUVORK5CYII='
+  base64 -d >"$pw/photos/dog3.png" <<<'iVBORw0KGgoAAAANSUhEUgAAAAgAAAAICAIAAABLbSncAAAAh0lEQVR42g3JMRUEIQxAwX1IiAQkICGqTkIkIAEBv0BC6lSpU1Gj4Jh2vl9gwQxWsAMPMjjB9yusmMUqduFFFqdeXOwyL+uyL37Jy7kvGtaYjdXYDW9k47QXgglTWMIWXEjhyIuOdWZndXbHO9k5/cXABnOwBnvggxyc8UIxZSpL2YorqRzlD7CYc4FEJeUTAAAAAElFTkSuQmCC'
+  printf 'a photo of sks dog on grass\n' >"$pw/photos/dog1.txt"
+  lora_n=$((lora_n + 1))
+  if "$bin/gleaner-train" make-model --diffusers "$pw/tiny" --seed 1 >>"$lw/make.log" 2>&1 &&
+     "$bin/gleaner" models upload "$pw/tiny" -o "$pw/tiny.model.json" >/dev/null 2>&1 &&
+     id=$("$bin/gleaner" jobs submit --images "$pw/photos" --instance-prompt "a photo of sks dog" \
+            --model "$pw/tiny.model.json" --train-text-encoder --steps 30 \
+            --params '{"checkpoint_every":10,"learning_rate":0.003,"seed":3}' 2>/dev/null); then
+    say "photos: registered a tiny diffusers model, submitted $id from $pw/photos (3 PNGs, 1 caption; UNet + text-encoder LoRA, 30 steps)"
+    wait_final "$id"
+    "$bin/gleaner" download "$id" -o "$pw/out" >/dev/null 2>&1 || true
+    job=$(api "$dev" GET "/v1/jobs/$id")
+    sha=$(jq -r .dataset.sha256 <<<"$job")
+    archive=$(ls "$work"/agent-*/cache/"$sha" 2>/dev/null | head -n 1)
+    jq -c --arg m "$pw/tiny" --arg d "$archive" \
+      '{job_id:.id,kind:.kind,steps:.steps,params:.params,inputs:{model:$m,dataset:$d},model:{format:"diffusers"}}' \
+      <<<"$job" >"$pw/SPEC.json"
+    "$bin/gleaner-train" run --spec "$pw/SPEC.json" --work-dir "$pw/ref" >/dev/null 2>&1 || true
+    verdict=MISMATCH
+    if [ "$(jq -r .state <<<"$job")" = completed ] &&
+       cmp -s "$pw/out/lora.safetensors" "$pw/ref/output/lora.safetensors" &&
+       cmp -s "$pw/out/lora_peft.safetensors" "$pw/ref/output/lora_peft.safetensors"; then
+      verdict=OK; lora_ok=$((lora_ok + 1))
+    fi
+    te=$(head -c 200000 "$pw/out/lora.safetensors" 2>/dev/null | grep -a -o 'lora_te_[a-z0-9_]*\.lora_down' | sort -u | wc -l)
+    printf '  %s photos %-9s %-8s text-encoder LoRA modules (kohya lora_te_*): %s\n' "$id" \
+      "$(jq -r .state <<<"$job")" "$verdict" "$te"
+  else
+    say "photos: could not make, register or submit the photo job (see $lw/make.log)"
+  fi
 else
   say "lora-sd: skipped (gleaner-train was built without libtorch: -DGLEANER_WITH_TORCH=ON)"
 fi

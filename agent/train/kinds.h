@@ -24,7 +24,8 @@ int RunLoraSd(const RunArgs& args);
 // `gleaner-train forward ...` and `gleaner-train make-dataset ...` (argv after the subcommand).
 int ForwardMain(int argc, char** argv);
 int MakeDatasetMain(int argc, char** argv);
-// `gleaner-train make-model --out W [--config C | --sdxl] [--seed S]`: random UNet weights.
+// `gleaner-train make-model --out W [--config C | --sdxl] [--seed S]`: random UNet weights;
+// `make-model --diffusers DIR [--sdxl] [--seed S]`: a tiny diffusers model folder.
 int MakeModelMain(int argc, char** argv);
 // `gleaner-train vae ...` (vae/vae_main.cc) and `gleaner-train schedule ...`
 // (sampling/schedule_main.cc).

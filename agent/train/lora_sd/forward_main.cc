@@ -25,6 +25,7 @@
 #include "agent/train/kinds.h"
 #include "agent/train/lora_sd/lora.h"
 #include "agent/train/lora_sd/unet.h"
+#include "agent/train/models/tiny_diffusers_model.h"
 #include "agent/train/nn/torch_compat.h"
 #include "agent/train/nn/torch_io.h"
 
@@ -178,7 +179,7 @@ int ForwardMain(int argc, char** argv) {
 }
 
 int MakeModelMain(int argc, char** argv) {
-  std::string config, out;
+  std::string config, out, diffusers;
   long long seed = 0;
   bool sdxl = false;
   std::vector<char*> args;
@@ -199,17 +200,31 @@ int MakeModelMain(int argc, char** argv) {
       out = argv[i + 1];
     } else if (k == "--seed") {
       seed = std::atoll(argv[i + 1]);
+    } else if (k == "--diffusers") {
+      diffusers = argv[i + 1];
     } else {
       out.clear();
+      diffusers.clear();
       break;
     }
   }
-  if (out.empty() || argc % 2 != 0 || (sdxl && !config.empty())) {
+  if ((out.empty() == diffusers.empty()) || argc % 2 != 0 ||
+      (!config.empty() && (sdxl || !diffusers.empty()))) {
     std::fprintf(stderr,
                  "usage: gleaner-train make-model --out WEIGHTS [--config C | --sdxl] [--seed S]\n"
+                 "       gleaner-train make-model --diffusers DIR [--sdxl] [--seed S]\n"
                  "  (random weights for config C; without C the tiny test config, SD-style or\n"
-                 "   with --sdxl SDXL-style, whose config.json is written next to WEIGHTS)\n");
+                 "   with --sdxl SDXL-style, whose config.json is written next to WEIGHTS;\n"
+                 "   --diffusers: a whole tiny model folder, models/tiny_diffusers_model.h)\n");
     return kExitUsage;
+  }
+  if (!diffusers.empty()) {
+    Status s = models::WriteTinyDiffusersModel(diffusers, sdxl, uint64_t(seed));
+    if (!s.ok()) {
+      std::fprintf(stderr, "gleaner-train make-model: %s\n", s.ToString().c_str());
+      return kExitFailed;
+    }
+    return 0;
   }
   Status s = CatchTorch("make-model", [&]() -> Status {
     UNetConfig cfg = sdxl ? TinySdxlConfig() : TinyConfig();
