@@ -160,6 +160,7 @@ Result<LoraSdParams> LoraSdParams::Parse(const Json& params) {
                                       "instance_prompt",
                                       "class_prompt",
                                       "train_text_encoder",
+                                      "text_encoder_lr",
                                       "sample_prompts",
                                       "sample_every",
                                       "sample_steps",
@@ -205,6 +206,9 @@ Result<LoraSdParams> LoraSdParams::Parse(const Json& params) {
   r.String("class_prompt", &p.class_prompt, false, 4096);
   p.has_train_text_encoder =
       r.Bool("train_text_encoder", &p.train_text_encoder, false) && r.Has("train_text_encoder");
+  p.text_encoder_lr = p.learning_rate;
+  p.has_text_encoder_lr = r.Number("text_encoder_lr", &p.text_encoder_lr, false, 1e-12, 1.0) &&
+                          r.Has("text_encoder_lr");
   if (!r.ok()) return r.status();
   SampleFields(r, params, p.steps, p.checkpoint_every, p.seed, &p.samples);
   if (!r.ok()) return r.status();
@@ -236,6 +240,7 @@ Json LoraSdParams::ToJson() const {
   if (!instance_prompt.empty()) out["instance_prompt"] = instance_prompt;
   if (!class_prompt.empty()) out["class_prompt"] = class_prompt;
   if (has_train_text_encoder) out["train_text_encoder"] = train_text_encoder;
+  if (has_text_encoder_lr) out["text_encoder_lr"] = text_encoder_lr;
   for (const auto& field : samples.items()) out[field.key()] = field.value();
   return out;
 }

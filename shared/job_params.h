@@ -66,6 +66,9 @@ struct LoraSdParams {
   std::string instance_prompt, class_prompt;  // up to 4096 bytes; "" = not given
   bool has_train_text_encoder = false;
   bool train_text_encoder = false;
+  // The text encoders' LoRA learning rate (with train_text_encoder); default learning_rate.
+  bool has_text_encoder_lr = false;
+  double text_encoder_lr = 1e-4;  // (0, 1]
   // Sample fields (see NormalizeParams), normalised; an empty object when sampling is off.
   Json samples = Json::object();
 

@@ -17,21 +17,20 @@
 #include <map>
 #include <string>
 
-#include "shared/native/files.h"
+#include "agent/protocol/trainer_protocol.h"
 #include "agent/train/images/commands.h"
 #include "agent/train/images/dataset.h"
 #include "agent/train/images/png_encode.h"
 #include "agent/train/images/transform.h"
 #include "shared/json.h"
+#include "shared/native/files.h"
 #include "shared/safetensors.h"
-#include "agent/protocol/trainer_protocol.h"
 
 namespace gleaner::train {
 namespace {
 
 using namespace images;
 
-constexpr uint64_t kClassKeyBit = 1ull << 63;  // class images draw from their own keys
 constexpr int kMaxResolution = 8192;
 
 struct Args {
@@ -119,7 +118,7 @@ Status PrepareAll(const Dataset& d, const std::vector<DatasetImage>& list, const
   for (size_t i = 0; i < list.size(); ++i) {
     Result<Image> image = d.Decode(list[i]);
     if (!image.ok()) return image.status();
-    PreparedImage p = PrepareImage(*image, t, is_class ? kClassKeyBit | i : i);
+    PreparedImage p = PrepareImage(*image, t, ImageKey(i, is_class));
     out->pixels.insert(out->pixels.end(), p.pixels.begin(), p.pixels.end());
     for (int64_t v : p.time_ids) out->time_ids.push_back(float(v));
     out->captions.push_back(list[i].caption);

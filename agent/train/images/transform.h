@@ -50,6 +50,13 @@ int CenterCropOffset(int size, int target);
 // Uniform 64-bit draw for (seed, key, purpose); the only source of randomness here.
 uint64_t DrawU64(uint64_t seed, uint64_t key, uint64_t purpose);
 
+// The key of an image: its position in its list; class images set this bit, so that they draw
+// from their own keys.
+constexpr uint64_t kClassImageKeyBit = 1ull << 63;
+inline uint64_t ImageKey(size_t position, bool is_class) {
+  return (is_class ? kClassImageKeyBit : 0) | uint64_t(position);
+}
+
 PreparedImage PrepareImage(const Image& image, const TransformOptions& options, uint64_t key);
 
 // The way back, as diffusers' image post-processing: u = round(clamp(x / 2 + 0.5, 0, 1) * 255)

@@ -1,8 +1,7 @@
 // RunLoraSd: the lora-sd job kind behind the trainer contract (agent/protocol/trainer_protocol.h).
 //
-// SPEC.json: params (see LoraSdParams, shared/job_params.h), inputs.model (weights: .safetensors or
-// sharded .safetensors.index.json), inputs.dataset (see dataset.h), model.config (the diffusers
-// UNet config object; or inputs.config, a path to config.json).
+// SPEC.json: params (see LoraSdParams, shared/job_params.h); the base model and the data as
+// job_inputs.h reads them (a UNet weights file and latents, or a diffusers folder and photos).
 #include <chrono>
 #include <cstdio>
 
@@ -12,6 +11,7 @@
 #include "agent/train/common/run_args.h"
 #include "agent/train/common/signals.h"
 #include "agent/train/kinds.h"
+#include "agent/train/lora_sd/job_inputs.h"
 #include "agent/train/lora_sd/trainer.h"
 #include "agent/train/sampling/training_samples.h"
 
@@ -24,30 +24,6 @@ int Fail(const Status& s) {
   EmitError(s.message());
   std::fprintf(stderr, "lora-sd: %s\n", s.ToString().c_str());
   return kExitFailed;
-}
-
-Result<std::string> InputPath(const Json& spec, const char* name) {
-  auto in = spec.find("inputs");
-  if (in == spec.end() || !in->is_object()) return Status::Invalid("spec.inputs is required");
-  auto it = in->find(name);
-  if (it == in->end() || !it->is_string() || it->get<std::string>().empty()) {
-    return Status::Invalid(std::string("spec.inputs.") + name + " must be a local path");
-  }
-  return it->get<std::string>();
-}
-
-Result<UNetConfig> SpecConfig(const Json& spec) {
-  auto model = spec.find("model");
-  if (model != spec.end() && model->is_object() && model->contains("config")) {
-    return ParseUNetConfig((*model)["config"]);
-  }
-  Result<std::string> path = InputPath(spec, "config");
-  if (!path.ok()) return Status::Invalid("spec.model.config (the UNet config) is required");
-  Result<std::string> text = ReadFile(*path);
-  if (!text.ok()) return text.status();
-  Result<Json> j = ParseJson(*text);
-  if (!j.ok()) return Status::Invalid(*path + ": " + j.status().message());
-  return ParseUNetConfig(*j);
 }
 
 int Run(const RunArgs& args) {
@@ -64,20 +40,14 @@ int Run(const RunArgs& args) {
   // names, defaults and ranges in one place (shared/job_params.h).
   Result<LoraSdParams> p = LoraSdParams::Parse(params);
   if (!p.ok()) return Fail(p.status());
-  Result<UNetConfig> cfg = SpecConfig(spec);
-  if (!cfg.ok()) return Fail(cfg.status());
-  Result<std::string> model = InputPath(spec, "model");
-  if (!model.ok()) return Fail(model.status());
-  Result<std::string> data_path = InputPath(spec, "dataset");
-  if (!data_path.ok()) return Fail(data_path.status());
-  // The dataset first: it is small, and a mismatch with the config fails before the weights load.
-  Result<Dataset> data = LoadDataset(*data_path, *cfg);
-  if (!data.ok()) return Fail(data.status());
-  Result<TensorMap> weights = LoadWeights(*model);
-  if (!weights.ok()) return Fail(weights.status());
-  Result<std::unique_ptr<Trainer>> tr = Trainer::Create(*cfg, *weights, std::move(*data), *p);
+  // The base model and the data (job_inputs.h): a UNet weights file and latents, or a diffusers
+  // folder and photos encoded here.
+  Result<JobInputs> in = LoadJobInputs(spec, *p, args.work_dir);
+  if (!in.ok()) return Fail(in.status());
+  Result<std::unique_ptr<Trainer>> tr =
+      Trainer::Create(in->config, in->unet_weights, std::move(in->data), *p, std::move(in->text));
   if (!tr.ok()) return Fail(tr.status());
-  weights->clear();
+  in->unet_weights.clear();
   Trainer& t = **tr;
   if (!args.resume_dir.empty()) {
     Status s = t.Restore(args.resume_dir);
@@ -88,15 +58,19 @@ int Run(const RunArgs& args) {
   if (!s.ok()) return Fail(s);
   // Samples (sampling/training_samples.h), rendered right after the checkpoint of a due step.
   Result<std::optional<sampling::JobSamples>> samples =
-      sampling::JobSamplesFor(p->samples, nullptr, t.unet());
+      sampling::JobSamplesFor(p->samples, in->model ? &*in->model : nullptr, t.unet());
   if (!samples.ok()) return Fail(samples.status());
   auto sample_due = [&] { return *samples && SampleDue(t.step(), p->steps, (*samples)->every); };
+  using Clock = std::chrono::steady_clock;
+  auto last_emit = Clock::now();
   auto render = [&]() -> int {  // kExitDone: go on
+    const auto start = Clock::now();
     bool stopped = false;
     Status r =
         sampling::WriteTrainingSamples((*samples)->model, (*samples)->set, t.step(), args.work_dir,
                                        "lora-sd", job_id, StopRequested, &stopped);
     if (!r.ok()) return Fail(Status(r.code(), "samples: " + r.message()));
+    last_emit += Clock::now() - start;  // sampling time is reported apart, not as training's
     return stopped ? kExitInterrupted : kExitDone;
   };
   // Resumed from a due step's checkpoint: its samples were perhaps never finished.
@@ -110,8 +84,7 @@ int Run(const RunArgs& args) {
     EmitCheckpoint(t.step(), dir);
     return Status::Ok();
   };
-  using Clock = std::chrono::steady_clock;
-  auto last_emit = Clock::now();
+  last_emit = Clock::now();
   int64_t samples_since = 0;
   const int64_t per_step = p->batch_size * p->gradient_accumulation;
   while (t.step() < p->steps) {

@@ -7,6 +7,7 @@
 
 #include "agent/protocol/checkpoint_dir.h"
 #include "agent/protocol/trainer_protocol.h"
+#include "agent/train/text/text_encoder_lora.h"
 #include "shared/job_params.h"
 #include "shared/sha256.h"
 
@@ -16,7 +17,7 @@ Trainer::Trainer(Dataset d, const LoraSdParams& p) : p_(p), data_(std::move(d)) 
 
 Result<std::unique_ptr<Trainer>> Trainer::Create(const UNetConfig& config,
                                                  const TensorMap& base_weights, Dataset data,
-                                                 const LoraSdParams& params) {
+                                                 const LoraSdParams& params, TextTraining text) {
   std::unique_ptr<Trainer> t;
   Status s = CatchTorch("setting up lora-sd", [&]() -> Status {
     t.reset(new Trainer(std::move(data), params));
@@ -36,6 +37,24 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const UNetConfig& config,
     adam.eps = params.adam_epsilon;
     adam.weight_decay = params.adam_weight_decay;
     t->opt_ = std::make_unique<AdamW>(t->lora_.Parameters(), adam);
+    if (!text.encoders.empty()) {
+      const bool sdxl = config.has_text_time();
+      std::vector<torch::Tensor> te_params;
+      for (size_t k = 0; k < text.encoders.size(); ++k) {
+        text::TextEncoderRole role = !sdxl    ? text::TextEncoderRole::kSd
+                                     : k == 0 ? text::TextEncoderRole::kSdxl1
+                                              : text::TextEncoderRole::kSdxl2;
+        text.encoders[k]->to(t->device_);
+        LoraAdapters a = text::TextEncoderLora(*text.encoders[k], role);
+        GLEANER_RETURN_IF_ERROR(a.Attach(params.rank, params.alpha, t->gen_));
+        for (const torch::Tensor& x : a.Parameters()) te_params.push_back(x);
+        t->text_lora_.push_back(std::move(a));
+      }
+      t->text_encoders_ = std::move(text.encoders);
+      t->text_opt_ = std::make_unique<AdamW>(te_params, adam);
+      t->text_ids_[0] = std::move(text.instance_ids);
+      t->text_ids_[1] = std::move(text.prior_ids);
+    }
     t->scaler_.enabled = t->device_.is_cuda() && params.mixed_precision == "fp16";
     t->alphas_cumprod_ = ScaledLinearAlphasCumprod().to(t->device_);
     if (params.mixed_precision != "no" && !t->device_.is_cuda()) {
@@ -46,6 +65,34 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const UNetConfig& config,
   });
   if (!s.ok()) return s;
   return t;
+}
+
+std::vector<torch::Tensor> Trainer::AllParameters() const {
+  std::vector<torch::Tensor> all = lora_.Parameters();
+  for (const LoraAdapters& a : text_lora_) {
+    for (const torch::Tensor& x : a.Parameters()) all.push_back(x);
+  }
+  return all;
+}
+
+TensorMap Trainer::TextLoraTensors(LoraFormat format) const {
+  TensorMap out;
+  for (const LoraAdapters& a : text_lora_) out.merge(a.Tensors(format));
+  return out;
+}
+
+void Trainer::EncodeCaptions(const std::vector<torch::Tensor>& ids, Examples* batch) {
+  std::vector<torch::Tensor> states;
+  for (size_t k = 0; k < text_encoders_.size(); ++k) {
+    text::ClipTextOutput out = text_encoders_[k]->forward(ids[k]);
+    if (!unet_->config().has_text_time()) {
+      batch->text = out.last_hidden_state;
+      return;
+    }
+    states.push_back(out.penultimate_hidden_state);
+    if (out.text_embeds.defined()) batch->pooled = out.text_embeds;
+  }
+  batch->text = torch::cat(states, -1);
 }
 
 torch::Tensor Trainer::Loss(const Examples& batch) {
@@ -119,13 +166,25 @@ Examples Trainer::NextBatch() {
   for (torch::Tensor* x : {&batch.latents, &batch.text, &batch.pooled, &batch.time_ids}) {
     if (x->defined()) *x = x->to(device_);
   }
+  if (!text_encoders_.empty()) {
+    // The same rows of the caption ids, encoded now (with gradients for the encoders' LoRA).
+    std::vector<torch::Tensor> ids;
+    for (size_t k = 0; k < text_encoders_.size(); ++k) {
+      torch::Tensor x = text_ids_[0][k].index_select(0, torch::tensor(idx, torch::kInt64));
+      if (data_.has_prior()) {
+        x = torch::cat({x, text_ids_[1][k].index_select(0, torch::tensor(cls, torch::kInt64))});
+      }
+      ids.push_back(x.to(device_));
+    }
+    EncodeCaptions(ids, &batch);
+  }
   return batch;
 }
 
 Result<double> Trainer::Step() {
   double total = 0;
   Status s = CatchTorch("training step", [&]() -> Status {
-    std::vector<torch::Tensor> params = lora_.Parameters();
+    std::vector<torch::Tensor> params = AllParameters();
     for (auto& p : params) p.mutable_grad().reset();
     for (int64_t micro = 0; micro < p_.gradient_accumulation; ++micro) {
       torch::Tensor loss = Loss(NextBatch());
@@ -145,6 +204,10 @@ Result<double> Trainer::Step() {
       double lr =
           p_.learning_rate * LrMultiplier(p_.lr_scheduler, step_, p_.warmup_steps, p_.steps);
       opt_->Step(lr);
+      if (text_opt_) {
+        text_opt_->Step(p_.text_encoder_lr *
+                        LrMultiplier(p_.lr_scheduler, step_, p_.warmup_steps, p_.steps));
+      }
     }
     scaler_.Update(finite);
     ++step_;
@@ -180,6 +243,14 @@ Status Trainer::SaveCheckpoint(const std::string& dir, const std::string& job_id
     files["lora.safetensors"] = std::move(*l);
     files["optimizer.safetensors"] = std::move(*o);
     files["rng.safetensors"] = std::move(*r);
+    if (text_opt_) {
+      Result<std::string> tl = EncodeSafetensors(TextLoraTensors(LoraFormat::kPeft), meta);
+      Result<std::string> to = EncodeSafetensors(text_opt_->State());
+      if (!tl.ok()) return tl.status();
+      if (!to.ok()) return to.status();
+      files["text_encoder_lora.safetensors"] = std::move(*tl);
+      files["text_encoder_optimizer.safetensors"] = std::move(*to);
+    }
     Json state = {{"step", step_},
                   {"samples_seen", samples_seen_},
                   {"lr_scheduler",
@@ -232,7 +303,14 @@ Status Trainer::Restore(const std::string& dir) {
   rs.Int("growth_tracker", &tracker, true, 0, INT64_MAX);
   if (!rs.ok()) return rs.status();
   const Json& saved = (*state)["params"];
-  for (const char* k : {"rank", "alpha", "batch_size", "gradient_accumulation", "seed"}) {
+  if (text_opt_) {
+    for (const char* need :
+         {"text_encoder_lora.safetensors", "text_encoder_optimizer.safetensors"}) {
+      if (!files.count(need)) return Status::Invalid(std::string("checkpoint lacks ") + need);
+    }
+  }
+  for (const char* k :
+       {"rank", "alpha", "batch_size", "gradient_accumulation", "seed", "train_text_encoder"}) {
     if (!saved.is_object() || saved.value(k, Json()) != p_.ToJson()[k]) {
       return Status::Invalid(std::string("checkpoint was trained with a different ") + k);
     }
@@ -247,6 +325,28 @@ Status Trainer::Restore(const std::string& dir) {
     }
     GLEANER_RETURN_IF_ERROR(lora_.Assign(*lora));
     GLEANER_RETURN_IF_ERROR(opt_->Restore(*opt));
+    if (text_opt_) {
+      Result<TensorMap> tl = parse("text_encoder_lora.safetensors");
+      Result<TensorMap> to = parse("text_encoder_optimizer.safetensors");
+      if (!tl.ok()) return tl.status();
+      if (!to.ok()) return to.status();
+      // Tensors() are detached views of the adapters: writing them writes the adapters.
+      torch::NoGradGuard no_grad;
+      TensorMap mine = TextLoraTensors(LoraFormat::kPeft);
+      if (mine.size() != tl->size()) {
+        return Status::Invalid("checkpoint: text_encoder_lora.safetensors has " +
+                               std::to_string(tl->size()) + " tensors, expected " +
+                               std::to_string(mine.size()));
+      }
+      for (auto& [key, x] : mine) {
+        auto it = tl->find(key);
+        if (it == tl->end() || it->second.sizes() != x.sizes()) {
+          return Status::Invalid("checkpoint: missing or mis-shaped text encoder tensor " + key);
+        }
+        x.copy_(it->second);
+      }
+      GLEANER_RETURN_IF_ERROR(text_opt_->Restore(*to));
+    }
     if (!rng->count("cpu")) return Status::Invalid("checkpoint rng state missing");
     gen_.set_state(rng->at("cpu"));
     step_ = step;
@@ -274,10 +374,16 @@ Status Trainer::WriteOutput(const std::string& dir, const std::string& job_id) {
       meta["ss_base_model_version"] = "sdxl_base_v1-0";
       meta["modelspec.architecture"] = "stable-diffusion-xl-v1-base/lora";
     }
+    TensorMap kohya_tensors = lora_.KohyaTensors(), peft_tensors = lora_.PeftTensors();
+    if (text_opt_) {
+      kohya_tensors.merge(TextLoraTensors(LoraFormat::kKohya));
+      peft_tensors.merge(TextLoraTensors(LoraFormat::kPeft));
+      meta["text_encoder_target_modules"] = "q_proj,k_proj,v_proj,out_proj";
+    }
     meta["format"] = "kohya";
-    Result<std::string> kohya = EncodeSafetensors(lora_.KohyaTensors(), meta);
+    Result<std::string> kohya = EncodeSafetensors(kohya_tensors, meta);
     meta["format"] = "peft";
-    Result<std::string> peft = EncodeSafetensors(lora_.PeftTensors(), meta);
+    Result<std::string> peft = EncodeSafetensors(peft_tensors, meta);
     if (!kohya.ok()) return kohya.status();
     if (!peft.ok()) return peft.status();
     files["lora.safetensors"] = std::move(*kohya);

@@ -8,6 +8,15 @@
 // NaN/Inf loss is a kInvalidArgument error, never applied. Checkpoints are directories (see
 // docs/training.md): lora.safetensors, optimizer.safetensors, rng.safetensors, state.json, then
 // MANIFEST.json last. Not thread-safe.
+//
+// With TextTraining (params.train_text_encoder), LoRA also goes on q/k/v/out_proj of every layer
+// of the text encoder(s) (text/text_encoder_lora.h; drawn from the seed after the UNet's), the
+// conditioning is computed from each batch's caption ids inside the step (SD: last hidden state;
+// SDXL: both penultimate states and encoder 2's text_embeds), and those adapters train with
+// their own AdamW at text_encoder_lr (same schedule; gradients clipped together with the UNet's).
+// Checkpoints then also hold text_encoder_lora.safetensors and text_encoder_optimizer.safetensors;
+// the output files add the encoders' adapters (kohya lora_te_ / lora_te1_ / lora_te2_, PEFT
+// text_encoder. / text_encoder_2.).
 #pragma once
 
 #include <torch/torch.h>
@@ -19,16 +28,25 @@
 #include "agent/train/lora_sd/lora.h"
 #include "agent/train/lora_sd/optim.h"
 #include "agent/train/lora_sd/unet.h"
+#include "agent/train/text/clip_text_model.h"
 #include "shared/job_params.h"
 #include "shared/json.h"
 
 namespace gleaner::train::lora_sd {
 
+// The text encoders to train (SD: one; SDXL: text_encoder, text_encoder_2; frozen base weights,
+// shared with the caller) and the caption ids of the examples ([N,T] and [M,T] per encoder).
+struct TextTraining {
+  std::vector<std::shared_ptr<text::ClipTextModel>> encoders;
+  std::vector<torch::Tensor> instance_ids, prior_ids;
+};
+
 class Trainer {
  public:
   static Result<std::unique_ptr<Trainer>> Create(const UNetConfig& config,
                                                  const TensorMap& base_weights, Dataset data,
-                                                 const LoraSdParams& params);
+                                                 const LoraSdParams& params,
+                                                 TextTraining text = {});
   Result<double> Step();
   int64_t step() const { return step_; }
   const LoraSdParams& params() const { return p_; }
@@ -49,12 +67,21 @@ class Trainer {
   torch::Tensor Loss(const Examples& batch);
   // The next micro-batch in data order (see docs/training.md), on the device.
   Examples NextBatch();
+  // With text-encoder training: batch->text (and pooled) from caption ids [B,T] per encoder.
+  void EncodeCaptions(const std::vector<torch::Tensor>& ids, Examples* batch);
+  // Every trainable tensor: the UNet's adapters, then the text encoders'.
+  std::vector<torch::Tensor> AllParameters() const;
+  TensorMap TextLoraTensors(LoraFormat format) const;
 
   LoraSdParams p_;
   std::shared_ptr<UNet> unet_;
   Dataset data_;
   Lora lora_;
   std::unique_ptr<AdamW> opt_;
+  std::vector<std::shared_ptr<text::ClipTextModel>> text_encoders_;  // empty: not trained
+  std::vector<LoraAdapters> text_lora_;
+  std::unique_ptr<AdamW> text_opt_;
+  std::vector<torch::Tensor> text_ids_[2];  // instance, prior: [N,T] per encoder
   LossScaler scaler_;
   torch::Generator gen_;
   torch::Tensor alphas_cumprod_;

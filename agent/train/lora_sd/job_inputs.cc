@@ -1,0 +1,111 @@
+#include "agent/train/lora_sd/job_inputs.h"
+
+#include "agent/protocol/trainer_protocol.h"
+
+namespace gleaner::train::lora_sd {
+namespace {
+
+Result<std::string> InputPath(const Json& spec, const char* name) {
+  auto in = spec.find("inputs");
+  if (in == spec.end() || !in->is_object()) return Status::Invalid("spec.inputs is required");
+  auto it = in->find(name);
+  if (it == in->end() || !it->is_string() || it->get<std::string>().empty()) {
+    return Status::Invalid(std::string("spec.inputs.") + name + " must be a local path");
+  }
+  return it->get<std::string>();
+}
+
+Result<UNetConfig> SpecConfig(const Json& spec) {
+  auto model = spec.find("model");
+  if (model != spec.end() && model->is_object() && model->contains("config")) {
+    return ParseUNetConfig((*model)["config"]);
+  }
+  Result<std::string> path = InputPath(spec, "config");
+  if (!path.ok()) return Status::Invalid("spec.model.config (the UNet config) is required");
+  Result<std::string> text = ReadFile(*path);
+  if (!text.ok()) return text.status();
+  Result<Json> j = ParseJson(*text);
+  if (!j.ok()) return Status::Invalid(*path + ": " + j.status().message());
+  return ParseUNetConfig(*j);
+}
+
+bool IsDiffusers(const Json& spec) {
+  auto model = spec.find("model");
+  return model != spec.end() && model->is_object() &&
+         model->value("format", "") == kModelFormatDiffusers;
+}
+
+// A UNet weights file with its config, and a latent dataset: the format jobs had first.
+Result<JobInputs> LoadWeightsFileJob(const Json& spec, const std::string& model_path,
+                                     const std::string& data_path) {
+  JobInputs in;
+  Result<UNetConfig> cfg = SpecConfig(spec);
+  if (!cfg.ok()) return cfg.status();
+  in.config = std::move(*cfg);
+  // The dataset first: it is small, and a mismatch with the config fails before the weights load.
+  Result<Dataset> data = LoadDataset(data_path, in.config);
+  if (!data.ok()) return data.status();
+  in.data = std::move(*data);
+  Result<TensorMap> weights = LoadWeights(model_path);
+  if (!weights.ok()) return weights.status();
+  in.unet_weights = std::move(*weights);
+  return in;
+}
+
+}  // namespace
+
+std::string EncodedDatasetPath(const std::string& work_dir) {
+  return work_dir + "/encoded-dataset.safetensors";
+}
+
+Result<JobInputs> LoadJobInputs(const Json& spec, const LoraSdParams& p,
+                                const std::string& work_dir) {
+  Result<std::string> model_path = InputPath(spec, "model");
+  if (!model_path.ok()) return model_path.status();
+  Result<std::string> data_path = InputPath(spec, "dataset");
+  if (!data_path.ok()) return data_path.status();
+  const bool images = IsImageArchive(*data_path);
+  if (!IsDiffusers(spec)) {
+    if (images || p.train_text_encoder) {
+      return Status::Invalid(std::string(images ? "an image dataset" : "train_text_encoder") +
+                             " needs a base model in diffusers layout (model.format \"" +
+                             kModelFormatDiffusers + "\")");
+    }
+    return LoadWeightsFileJob(spec, *model_path, *data_path);
+  }
+  if (p.train_text_encoder && !images) {
+    return Status::Invalid("train_text_encoder needs an image dataset (photos and captions)");
+  }
+  models::DiffusersLoadOptions options;
+  options.vae = options.text_encoders = true;
+  Result<models::DiffusersModel> model = models::LoadDiffusersModel(*model_path, options);
+  if (!model.ok()) return model.status();
+  JobInputs in;
+  in.config = model->unet_config;
+  in.unet_weights = std::move(model->unet_weights);
+  model->unet_weights.clear();
+  if (!images) {
+    Result<Dataset> data = LoadDataset(*data_path, in.config);
+    if (!data.ok()) return data.status();
+    in.data = std::move(*data);
+  } else {
+    const ImageEncoding encoding = ImageEncodingFor(*model, p);
+    Result<Dataset> data =
+        EncodeImageDataset(*model, *data_path, encoding, EncodedDatasetPath(work_dir));
+    if (!data.ok()) return data.status();
+    in.data = std::move(*data);
+    if (p.train_text_encoder) {
+      Result<CaptionIds> ids = TokenizeCaptions(*model, *data_path, encoding);
+      if (!ids.ok()) return ids.status();
+      for (const models::TextEncoderPart& part : model->text) {
+        in.text.encoders.push_back(part.model);
+      }
+      in.text.instance_ids = std::move(ids->instance);
+      in.text.prior_ids = std::move(ids->prior);
+    }
+  }
+  in.model = std::move(*model);
+  return in;
+}
+
+}  // namespace gleaner::train::lora_sd

@@ -1,0 +1,45 @@
+// What a lora-sd job trains on, read from its SPEC.json (agent/protocol/trainer_protocol.h):
+//
+//   model.format absent:      inputs.model is the UNet weights file (.safetensors or a sharded
+//                             .safetensors.index.json); model.config (or inputs.config, a path)
+//                             its config; inputs.dataset a latent dataset file (dataset.h).
+//   model.format "diffusers": inputs.model is a diffusers folder (models/diffusers_model.h);
+//                             inputs.dataset is either an image archive (zip/tar: photos and
+//                             captions, encoded on the node: image_dataset.h, cached in the
+//                             work dir as encoded-dataset.safetensors) or a latent dataset file.
+//
+// Contract: errors are one Status naming the input and the file at fault; the caller fails the
+// job with it (exit 2). Not thread-safe.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "agent/train/lora_sd/dataset.h"
+#include "agent/train/lora_sd/image_dataset.h"
+#include "agent/train/lora_sd/trainer.h"
+#include "agent/train/lora_sd/unet_config.h"
+#include "agent/train/models/diffusers_model.h"
+#include "agent/train/nn/torch_io.h"
+#include "shared/job_params.h"
+#include "shared/json.h"
+
+namespace gleaner::train::lora_sd {
+
+struct JobInputs {
+  UNetConfig config;
+  TensorMap unet_weights;  // as stored (F32/F16/BF16); Trainer::Create places them
+  Dataset data;
+  // A diffusers model only: its VAE, tokenizers and text encoders (UNet weights moved out above).
+  std::optional<models::DiffusersModel> model;
+  // An image dataset with train_text_encoder only: the encoders and the captions' ids.
+  TextTraining text;
+};
+
+// The encoded image dataset's cache in the job's work dir.
+std::string EncodedDatasetPath(const std::string& work_dir);
+
+Result<JobInputs> LoadJobInputs(const Json& spec, const LoraSdParams& params,
+                                const std::string& work_dir);
+
+}  // namespace gleaner::train::lora_sd
