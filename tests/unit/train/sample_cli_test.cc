@@ -3,6 +3,7 @@
 // one line with exit 64 for bad usage, 2 for a bad model or LoRA.
 #include <fstream>
 
+#include "agent/protocol/trainer_protocol.h"
 #include "agent/train/images/decode.h"
 #include "agent/train/lora_sd/lora.h"
 #include "agent/train/models/diffusers_model.h"
