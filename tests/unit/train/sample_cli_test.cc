@@ -120,8 +120,8 @@ TEST_CASE("gleaner-train sample: exit 64 for bad usage, 2 for a bad model or LoR
   expect(with("--scheduler", "pndm"), kExitUsage,
          "gleaner-train sample: --scheduler must be euler or ddim");
   expect(with("--bogus", "1"), kExitUsage, "gleaner-train sample: unknown argument --bogus");
-  expect(with("--resolution", "30"), kExitFailed,
-         "gleaner-train sample: invalid argument: text to image: height and width must be "
+  expect(with("--resolution", "31"), kExitFailed,
+         "gleaner-train sample: bad_request: text to image: height and width must be "
          "positive multiples of 2");
 
   // A folder that is not a model, and a LoRA that does not fit.

@@ -193,8 +193,10 @@ TEST_CASE("lora-sd samples need a diffusers model: refused at start with one lin
   const std::string spec_path = job.tmp / "SPEC.json", work = job.tmp / "w";
   REQUIRE(WriteFileDurable(spec_path, spec.dump()).ok());
   BinRun r = RunJob(spec_path, work);
+  INFO(r.out);
   CHECK(r.code == kExitFailed);
-  CHECK(r.out.find("sample_prompts need a diffusers model folder") != std::string::npos);
+  CHECK(r.out.find("gleaner error reason=sample_prompts%20need%20a%20diffusers%20model") !=
+        std::string::npos);
   CHECK(r.out.find("gleaner progress") == std::string::npos);  // no step was trained
 }
 
