@@ -57,7 +57,7 @@ std::string FirstLine(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("gleaner-train sample renders a PNG, the same bytes every time, with a LoRA applied",
+TEST_CASE("gleaner-train sample renders the same PNG bytes every time and applies a LoRA",
           "[sampling][cli]") {
   TempDir tmp;
   for (bool sdxl : {false, true}) {
@@ -93,7 +93,7 @@ TEST_CASE("gleaner-train sample renders a PNG, the same bytes every time, with a
   }
 }
 
-TEST_CASE("gleaner-train sample: exit 64 for bad usage, 2 for a bad model or LoRA",
+TEST_CASE("gleaner-train sample: exit 64 for bad usage and 2 for a bad model or LoRA",
           "[sampling][cli]") {
   TempDir tmp;
   const std::string dir = TinyModelDir(tmp, false), out = tmp / "x.png", err = tmp / "err.txt";

@@ -116,7 +116,7 @@ Json Params(int64_t sample_steps, Json prompts) {
 
 }  // namespace
 
-TEST_CASE("lora-sd samples: PNGs at the due steps, the same bytes re-run and resumed",
+TEST_CASE("lora-sd samples: PNGs at the due steps with the same bytes re-run and resumed",
           "[lora_sd][samples][signal]") {
   SampleJob job(Params(3, {"a red fox", {{"prompt", "a cat"}, {"negative_prompt", "blurry"}}}));
   const std::string a = job.tmp / "a", b = job.tmp / "b", c = job.tmp / "c";

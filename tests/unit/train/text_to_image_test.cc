@@ -102,8 +102,9 @@ int64_t MaxDiff(const torch::Tensor& a, const torch::Tensor& b) {
 
 }  // namespace
 
-TEST_CASE("text to image: uint8 RGB, deterministic for a seed, changed by seed and prompt",
-          "[sampling]") {
+TEST_CASE(
+    "text to image: uint8 RGB that is deterministic for a seed and changed by seed and prompt",
+    "[sampling]") {
   for (bool sdxl : {false, true}) {
     INFO("sdxl " << sdxl);
     TextToImageModel m = TinyModel(sdxl);
@@ -122,7 +123,7 @@ TEST_CASE("text to image: uint8 RGB, deterministic for a seed, changed by seed a
   }
 }
 
-TEST_CASE("text to image: SDXL conditioning, zero negative embeddings for an empty negative",
+TEST_CASE("text to image: SDXL conditioning with zero negative embeddings for an empty negative",
           "[sampling]") {
   TextToImageModel m = TinyModel(true);
   torch::NoGradGuard no_grad;
@@ -163,7 +164,7 @@ TEST_CASE("text to image: SDXL conditioning, zero negative embeddings for an emp
   CHECK(torch::equal(single->context[0], c->context[1]));
 }
 
-TEST_CASE("text to image: SD 1.x conditions on the last hidden state, \"\" is encoded",
+TEST_CASE("text to image: SD 1.x conditions on the last hidden state and encodes an empty negative",
           "[sampling]") {
   TextToImageModel m = TinyModel(false);
   torch::NoGradGuard no_grad;
