@@ -31,6 +31,8 @@ int MakeModelMain(int argc, char** argv);
 // (sampling/schedule_main.cc).
 int VaeMain(int argc, char** argv);
 int ScheduleMain(int argc, char** argv);
+// `gleaner-train sample ...` (sampling/sample_main.cc): one image from a diffusers model folder.
+int SampleMain(int argc, char** argv);
 #endif
 
 }  // namespace gleaner::train

@@ -89,6 +89,9 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "schedule") == 0) {
     return gleaner::train::ScheduleMain(argc - 2, argv + 2);
   }
+  if (argc >= 2 && std::strcmp(argv[1], "sample") == 0) {
+    return gleaner::train::SampleMain(argc - 2, argv + 2);
+  }
 #endif
   return Usage();
 }

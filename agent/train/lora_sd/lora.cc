@@ -51,14 +51,21 @@ Result<Lora> Lora::Load(UNet& unet, const std::string& path) {
   std::map<std::string, std::string> meta;
   Result<TensorMap> file = LoadSafetensors(path, &meta);
   if (!file.ok()) return file.status();
-  Lora l;
-  l.adapters_ = Adapters(unet, unet.config().has_text_time() && !HasDiffusersKohyaPaths(*file));
   std::set<std::string> used;
-  Status s = l.adapters_.Read(*file, meta, &used);
-  if (!s.ok()) return Status(s.code(), path + ": " + s.message());
+  Result<Lora> l = Read(unet, *file, meta, &used);
+  if (!l.ok()) return Status(l.status().code(), path + ": " + l.status().message());
   for (const auto& [key, value] : *file) {
     if (!used.count(key)) return Status::Invalid(path + ": LoRA: unexpected key " + key);
   }
+  return l;
+}
+
+Result<Lora> Lora::Read(UNet& unet, const TensorMap& file,
+                        const std::map<std::string, std::string>& meta,
+                        std::set<std::string>* used) {
+  Lora l;
+  l.adapters_ = Adapters(unet, unet.config().has_text_time() && !HasDiffusersKohyaPaths(file));
+  GLEANER_RETURN_IF_ERROR(l.adapters_.Read(file, meta, used));
   return l;
 }
 

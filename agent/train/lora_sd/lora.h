@@ -14,6 +14,8 @@
 
 #include <torch/torch.h>
 
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,11 @@ class Lora {
   // Attaches adapters read from a PEFT or kohya safetensors file (scale from the kohya .alpha,
   // else PEFT metadata "alpha", else 1).
   static Result<Lora> Load(UNet& unet, const std::string& path);
+  // Attaches the UNet adapters of a file already read (its other keys are left alone; the keys
+  // used are added to *used).
+  static Result<Lora> Read(UNet& unet, const TensorMap& file,
+                           const std::map<std::string, std::string>& metadata,
+                           std::set<std::string>* used);
 
   // Overwrites the attached adapters' values from PEFT-named tensors (same rank/shapes).
   Status Assign(const TensorMap& peft_tensors);

@@ -13,6 +13,7 @@
 #include "agent/train/kinds.h"
 #include "agent/train/lora_sd/job_inputs.h"
 #include "agent/train/lora_sd/trainer.h"
+#include "agent/train/sampling/training_samples.h"
 
 namespace gleaner::train {
 namespace {
@@ -55,6 +56,27 @@ int Run(const RunArgs& args) {
   }
   Status s = MakeDirs(args.work_dir + "/checkpoints");
   if (!s.ok()) return Fail(s);
+  // Samples (sampling/training_samples.h), rendered right after the checkpoint of a due step.
+  Result<std::optional<sampling::JobSamples>> samples =
+      sampling::JobSamplesFor(p->samples, in->model ? &*in->model : nullptr, t.unet());
+  if (!samples.ok()) return Fail(samples.status());
+  auto sample_due = [&] { return *samples && SampleDue(t.step(), p->steps, (*samples)->every); };
+  using Clock = std::chrono::steady_clock;
+  auto last_emit = Clock::now();
+  auto render = [&]() -> int {  // kExitDone: go on
+    const auto start = Clock::now();
+    bool stopped = false;
+    Status r =
+        sampling::WriteTrainingSamples((*samples)->model, (*samples)->set, t.step(), args.work_dir,
+                                       "lora-sd", job_id, StopRequested, &stopped);
+    if (!r.ok()) return Fail(Status(r.code(), "samples: " + r.message()));
+    last_emit += Clock::now() - start;  // sampling time is reported apart, not as training's
+    return stopped ? kExitInterrupted : kExitDone;
+  };
+  // Resumed from a due step's checkpoint: its samples were perhaps never finished.
+  if (!args.resume_dir.empty() && sample_due()) {
+    if (int code = render(); code != kExitDone) return code;
+  }
 
   auto checkpoint = [&]() -> Status {
     std::string dir = CheckpointDirFor(args.work_dir, t.step());
@@ -62,8 +84,7 @@ int Run(const RunArgs& args) {
     EmitCheckpoint(t.step(), dir);
     return Status::Ok();
   };
-  using Clock = std::chrono::steady_clock;
-  auto last_emit = Clock::now();
+  last_emit = Clock::now();
   int64_t samples_since = 0;
   const int64_t per_step = p->batch_size * p->gradient_accumulation;
   while (t.step() < p->steps) {
@@ -78,11 +99,16 @@ int Run(const RunArgs& args) {
       last_emit = now;
       samples_since = 0;
     }
-    if (t.step() < p->steps &&
-        (StopRequested() || (p->checkpoint_every > 0 && t.step() % p->checkpoint_every == 0))) {
+    const bool sample_now = sample_due();
+    if (sample_now ||
+        (t.step() < p->steps &&
+         (StopRequested() || (p->checkpoint_every > 0 && t.step() % p->checkpoint_every == 0)))) {
       s = checkpoint();
       if (!s.ok()) return Fail(s);
       if (StopRequested()) return kExitInterrupted;
+    }
+    if (sample_now) {
+      if (int code = render(); code != kExitDone) return code;
     }
   }
   s = t.WriteOutput(OutputDirFor(args.work_dir), job_id);

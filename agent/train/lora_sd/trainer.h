@@ -52,6 +52,8 @@ class Trainer {
   int64_t step() const { return step_; }
   const LoraSdParams& params() const { return p_; }
   const Lora& lora() const { return lora_; }
+  // The UNet with its LoRA as trained so far (samples render with it; do not train it elsewhere).
+  std::shared_ptr<UNet> unet() const { return unet_; }
 
   // Writes a checkpoint directory `dir` (via dir + ".tmp", MANIFEST.json last, renamed).
   Status SaveCheckpoint(const std::string& dir, const std::string& job_id);

@@ -1,0 +1,29 @@
+#include "agent/train/sampling/diffusers_pipeline.h"
+
+namespace gleaner::train::sampling {
+
+Result<TextToImageModel> TextToImageFrom(const models::DiffusersModel& model,
+                                         std::shared_ptr<lora_sd::UNet> unet,
+                                         const std::string& sampler) {
+  Result<SamplerKind> kind =
+      sampler.empty() ? SamplerKindOfConfig(model.scheduler_config) : ParseSamplerKind(sampler);
+  if (!kind.ok() && !sampler.empty()) return kind.status();
+  const std::string where = model.dir + "/scheduler/scheduler_config.json: ";
+  Result<SchedulerConfig> config =
+      ParseSchedulerConfig(model.scheduler_config, kind.ok() ? *kind : SamplerKind::kEuler);
+  if (!config.ok()) return Status::Invalid(where + config.status().message());
+  TextToImageModel m;
+  for (const models::TextEncoderPart& part : model.text) {
+    if (!part.model) return Status::Invalid(model.dir + ": the text encoders were not loaded");
+    m.encoders.push_back({part.tokenizer, part.model});
+  }
+  m.unet = std::move(unet);
+  m.vae = model.vae;
+  m.scheduler = *config;
+  const Json& flag = model.model_index.value("force_zeros_for_empty_prompt", Json(true));
+  m.force_zeros_for_empty_prompt = !flag.is_boolean() || flag.get<bool>();
+  GLEANER_RETURN_IF_ERROR(CheckTextToImageModel(m));
+  return m;
+}
+
+}  // namespace gleaner::train::sampling

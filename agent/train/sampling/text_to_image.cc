@@ -1,0 +1,191 @@
+#include "agent/train/sampling/text_to_image.h"
+
+#include <ATen/autocast_mode.h>
+
+#include "agent/train/nn/torch_io.h"
+#include "agent/train/sampling/sampling_loop.h"
+#include "agent/train/sampling/scheduler.h"
+#include "agent/train/vae/image_latents.h"
+
+namespace gleaner::train::sampling {
+namespace {
+
+using torch::Tensor;
+
+// Puts a module tree in eval mode and back into the mode it had.
+class EvalMode {
+ public:
+  explicit EvalMode(torch::nn::Module* m) : m_(m), was_training_(m->is_training()) { m->eval(); }
+  ~EvalMode() { m_->train(was_training_); }
+
+ private:
+  torch::nn::Module* m_;
+  bool was_training_;
+};
+
+// Autocast in the UNet's compute dtype while it runs on CUDA with 16-bit base weights.
+class UNetAutocast {
+ public:
+  explicit UNetAutocast(const lora_sd::BasePlacement& p)
+      : on_(p.device.is_cuda() && p.dtype != torch::kFloat32) {
+    if (!on_) return;
+    at::autocast::set_enabled(true);
+    at::autocast::set_autocast_gpu_dtype(p.dtype);
+  }
+  ~UNetAutocast() {
+    if (!on_) return;
+    at::autocast::set_enabled(false);
+    at::autocast::clear_cache();
+  }
+
+ private:
+  bool on_;
+};
+
+torch::Device DeviceOf(torch::nn::Module& m) {
+  std::vector<Tensor> ps = m.parameters();
+  return ps.empty() ? torch::Device(torch::kCPU) : ps.front().device();
+}
+
+// The conditioning of one prompt: UNet context, and SDXL's pooled embedding.
+struct PromptEmbeds {
+  Tensor context;  // [1,T,D]
+  Tensor pooled;   // [1,P]; undefined for SD 1.x/2.x
+};
+
+Result<PromptEmbeds> EncodePrompt(const TextToImageModel& m, const std::string& prompt) {
+  const bool sdxl = m.encoders.size() == 2;
+  std::vector<Tensor> hidden;
+  PromptEmbeds out;
+  for (const PromptEncoder& e : m.encoders) {
+    const int64_t length = e.model->config().max_position_embeddings;
+    Result<std::vector<int32_t>> ids = e.tokenizer.Encode(prompt, size_t(length));
+    if (!ids.ok()) return ids.status();
+    std::vector<int64_t> ids64(ids->begin(), ids->end());
+    Tensor t = torch::tensor(ids64, torch::kInt64).view({1, length}).to(DeviceOf(*e.model));
+    GLEANER_RETURN_IF_ERROR(text::CheckInputIds(e.model->config(), t));
+    text::ClipTextOutput o = e.model->forward(t);
+    hidden.push_back(sdxl ? o.penultimate_hidden_state : o.last_hidden_state);
+    if (sdxl) out.pooled = o.text_embeds;  // the last encoder's, as diffusers keeps it
+  }
+  out.context = torch::cat(hidden, -1);
+  return out;
+}
+
+}  // namespace
+
+Status CheckTextToImageModel(const TextToImageModel& m) {
+  if (!m.unet || !m.vae) return Status::Invalid("text to image: needs a UNet and a VAE");
+  const lora_sd::UNetConfig& u = m.unet->config();
+  const size_t want = u.has_text_time() ? 2 : 1;
+  if (m.encoders.size() != want) {
+    return Status::Invalid("text to image: this UNet needs " + std::to_string(want) +
+                           " text encoder(s), got " + std::to_string(m.encoders.size()));
+  }
+  int64_t width = 0;
+  for (const PromptEncoder& e : m.encoders) {
+    if (!e.model) return Status::Invalid("text to image: a text encoder is missing");
+    width += e.model->config().hidden_size;
+  }
+  if (width != u.cross_attention_dim) {
+    return Status::Invalid("text to image: the text encoders give " + std::to_string(width) +
+                           " features, the UNet's cross_attention_dim is " +
+                           std::to_string(u.cross_attention_dim));
+  }
+  if (u.has_text_time()) {
+    const text::ClipTextConfig& c2 = m.encoders[1].model->config();
+    if (!c2.with_projection || c2.projection_dim != u.pooled_dim()) {
+      return Status::Invalid("text to image: SDXL's second text encoder needs a projection of " +
+                             std::to_string(u.pooled_dim()) + " features");
+    }
+  }
+  const vae::VaeConfig& v = m.vae->config();
+  if (v.latent_channels != u.in_channels || v.latent_channels != u.out_channels) {
+    return Status::Invalid("text to image: the VAE has " + std::to_string(v.latent_channels) +
+                           " latent channels, the UNet " + std::to_string(u.in_channels) +
+                           " in and " + std::to_string(u.out_channels) + " out");
+  }
+  return Status::Ok();
+}
+
+Result<Conditioning> EncodeConditioning(const TextToImageModel& m, const ImageRequest& r) {
+  const bool sdxl = m.unet->config().has_text_time();
+  const bool guided = r.guidance_scale > 1.0;
+  const torch::Device device = m.unet->placement().device;
+  Result<PromptEmbeds> cond = EncodePrompt(m, r.prompt);
+  if (!cond.ok()) return cond.status();
+  PromptEmbeds uncond;
+  if (guided && sdxl && r.negative_prompt.empty() && m.force_zeros_for_empty_prompt) {
+    uncond = {torch::zeros_like(cond->context), torch::zeros_like(cond->pooled)};
+  } else if (guided) {
+    Result<PromptEmbeds> u = EncodePrompt(m, r.negative_prompt);
+    if (!u.ok()) return u.status();
+    uncond = *u;
+  }
+  // Rows: [uncond; cond] when guided, else cond alone.
+  auto rows = [&](const Tensor& u, const Tensor& c) {
+    return (guided ? torch::cat({u, c}) : c).to(device, torch::kFloat32);
+  };
+  Conditioning out;
+  out.context = rows(uncond.context, cond->context);
+  if (sdxl) {
+    Tensor ids = torch::tensor({double(r.height), double(r.width), 0.0, 0.0, double(r.height),
+                                double(r.width)},
+                               torch::kFloat32)
+                     .view({1, 6});
+    out.added.text_embeds = rows(uncond.pooled, cond->pooled);
+    out.added.time_ids = rows(ids, ids);
+  }
+  return out;
+}
+
+Result<Tensor> RenderImage(const TextToImageModel& m, const ImageRequest& r,
+                           const std::function<bool()>& stop) {
+  GLEANER_RETURN_IF_ERROR(CheckTextToImageModel(m));
+  const int f = m.vae->config().spatial_factor();
+  if (r.height < f || r.width < f || r.height % f != 0 || r.width % f != 0) {
+    return Status::Invalid("text to image: height and width must be positive multiples of " +
+                           std::to_string(f));
+  }
+  std::unique_ptr<Scheduler> scheduler = MakeScheduler(m.scheduler);
+  GLEANER_RETURN_IF_ERROR(scheduler->SetTimesteps(r.steps));
+  Tensor image;
+  bool stopped = false;
+  GLEANER_RETURN_IF_ERROR(CatchTorch("text to image", [&]() -> Status {
+    torch::NoGradGuard no_grad;
+    std::vector<std::unique_ptr<EvalMode>> modes;
+    for (const PromptEncoder& e : m.encoders)
+      modes.push_back(std::make_unique<EvalMode>(&*e.model));
+    modes.push_back(std::make_unique<EvalMode>(&*m.unet));
+    modes.push_back(std::make_unique<EvalMode>(&*m.vae));
+
+    Result<Conditioning> cond = EncodeConditioning(m, r);
+    if (!cond.ok()) return cond.status();
+    const torch::Device device = m.unet->placement().device;
+    DenoiseFn unet = [&](const Tensor& x, const Tensor& t) -> Result<Tensor> {
+      if (stop && stop()) {
+        stopped = true;
+        return Status::Unavailable("stopped");
+      }
+      UNetAutocast autocast(m.unet->placement());
+      return m.unet->forward(x, t.to(device), cond->context, cond->added).to(torch::kFloat32);
+    };
+    if (r.guidance_scale > 1.0) unet = WithGuidance(unet, r.guidance_scale);
+    const lora_sd::UNetConfig& u = m.unet->config();
+    torch::Generator gen = at::detail::createCPUGenerator(r.seed);
+    Tensor noise = torch::randn({1, u.in_channels, r.height / f, r.width / f}, gen,
+                                torch::TensorOptions().dtype(torch::kFloat32))
+                       .to(device);
+    Result<Tensor> x0 = Sample(*scheduler, noise, unet);
+    if (stopped) return Status::Ok();
+    if (!x0.ok()) return x0.status();
+    Result<Tensor> images = vae::DecodeToImages(*m.vae, x0->to(DeviceOf(*m.vae)));
+    if (!images.ok()) return images.status();
+    image = *images;
+    return Status::Ok();
+  }));
+  if (stopped) return Tensor();
+  return image;
+}
+
+}  // namespace gleaner::train::sampling
