@@ -173,7 +173,7 @@ TEST_CASE("bad flags and bad configuration exit non-zero with one readable line"
        "--heartbeat-interval"},
       {{"serve", "--db", db, "--data-dir", data, "--heartbeat-interval", "0"},
        {},
-       "heartbeat interval"},
+       "--heartbeat-interval: must be in [0.001, 3600]"},
       {{"serve", "--db", db, "--data-dir", data, "--listen", "nope"}, {}, "--listen"},
       {{"serve", "--db", db, "--data-dir", data, "--min-nodes", "5", "--max-nodes", "2"},
        {},

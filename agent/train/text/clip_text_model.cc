@@ -96,10 +96,13 @@ ClipTextOutput ClipTextModel::forward(const Tensor& input_ids) {
     x = layers_[i]->forward(x);
   }
   out.last_hidden_state = final_layer_norm_(x);
-  Tensor ids32 = ids.to(torch::kInt);
-  Tensor eos_pos = config_.eos_token_id == 2
-                       ? ids32.argmax(-1)  // legacy configs
-                       : (ids32 == config_.eos_token_id).to(torch::kInt).argmax(-1);
+  // transformers takes argmax(ids) (legacy configs, eos_token_id 2) or argmax(ids == eos), i.e.
+  // the FIRST position holding the largest value (0 when a row has no eos). libtorch's argmax
+  // does not promise the first of tied maxima on every build and thread count, so the key below
+  // has no ties: value * len + (len - 1 - position).
+  Tensor rev = (len - 1) - positions;  // [T]
+  Tensor key = config_.eos_token_id == 2 ? ids : (ids == config_.eos_token_id).to(torch::kLong);
+  Tensor eos_pos = (key * len + rev).argmax(-1);  // [B]
   out.pooler_output = out.last_hidden_state.index(
       {torch::arange(batch, eos_pos.options().dtype(torch::kLong)), eos_pos});
   if (text_projection_) out.text_embeds = text_projection_(out.pooler_output);

@@ -7,8 +7,8 @@
 #undef CHECK  // glog's (via libtorch); Catch2's must win
 #include <catch2/catch.hpp>
 
-#include "agent/train/text/text_encoder_lora.h"
 #include "agent/protocol/trainer_protocol.h"
+#include "agent/train/text/text_encoder_lora.h"
 #include "tests/skip.h"
 #include "text_test_util.h"
 
@@ -359,6 +359,10 @@ TEST_CASE("pooling takes the first eos, or the largest id for legacy eos_token_i
   CHECK(torch::equal(y.pooler_output[0], y.last_hidden_state[0][3]));
   CHECK(torch::equal(y.pooler_output[1], y.last_hidden_state[1][4]));
   CHECK_FALSE(y.text_embeds.defined());
+  // Ties (SD 1.x pads with eos, the largest id): the first one, as PyTorch's argmax documents.
+  torch::Tensor tied = torch::tensor({{1, 40, 3, 40, 40, 40}}, torch::kInt64);
+  y = legacy.forward(tied);
+  CHECK(torch::equal(y.pooler_output[0], y.last_hidden_state[0][1]));
 
   CHECK(ErrorOf(CheckInputIds(config, torch::zeros({6}, torch::kInt64))) ==
         "input_ids must be a 2-D integer tensor [batch, tokens]");
