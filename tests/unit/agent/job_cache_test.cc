@@ -56,7 +56,7 @@ TEST_CASE("a job cache is opened 0700 and marked used at every lease", "[job_cac
   CHECK(files::IsDir(dir));
 }
 
-TEST_CASE("job caches unused for longer than the limit are pruned; odd entries go too",
+TEST_CASE("job caches unused for longer than the limit are pruned and odd entries go too",
           "[job_cache]") {
   TempDir tmp;
   const std::string root = tmp / "job-cache", outside = tmp / "outside";

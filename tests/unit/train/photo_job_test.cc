@@ -416,10 +416,18 @@ TEST_CASE("with --cache-dir the encoded photos are kept there and reused from an
   std::map<std::string, std::string> meta;
   CHECK(LoadSafetensors(cache, &meta).ok());
   CHECK(meta["format"] == "gleaner-encoded-images");
+
+  // Even a directory in its place is replaced.
+  REQUIRE(std::remove(cache.c_str()) == 0);
+  REQUIRE(MakeDirs(cache + "/odd").ok());
+  err = run(tmp / "w4", tmp / "4.log");
+  CHECK(err.find("encoding the dataset again") != std::string::npos);
+  CHECK(*ReadFile(tmp / "w4/output/lora.safetensors") == *full);
+  CHECK(LoadSafetensors(cache).ok());
 }
 
 TEST_CASE(
-    "a photo job claimed again by the same node reuses its encoded photos; its job cache "
+    "a photo job claimed again by the same node reuses its encoded photos and its job cache "
     "goes when it completes",
     "[lora_sd][photos][e2e]") {
   h::TempDir dir("gleaner-photo-cache");
