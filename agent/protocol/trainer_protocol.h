@@ -2,6 +2,10 @@
 // shared by every job kind. docs/agent.md describes it for humans; this is its code.
 //
 // Invocation:  gleaner-train run --spec SPEC.json --work-dir DIR [--resume CKPT_DIR]
+//                                [--cache-dir CACHE_DIR]
+//   CACHE_DIR: outlives DIR (the agent keeps it across the job's leases on this node); a kind
+//     may keep there what is costly to recompute, written durably and validated before reuse.
+//     Without it, such files go in DIR. Kinds that have nothing to keep ignore it.
 //   SPEC.json: {"job_id", "kind", "params": {...}, "inputs": {"<name>": "<local path>"},
 //               "steps": N, "model": {...}}
 //     inputs.dataset: the dataset file as uploaded (a latent safetensors file, or an image

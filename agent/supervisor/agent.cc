@@ -1,6 +1,7 @@
 #include "agent/supervisor/agent.h"
 
 #include <cstdlib>
+#include <ctime>
 
 #include "agent/supervisor/api.h"
 #include "agent/supervisor/backoff.h"
@@ -8,6 +9,7 @@
 #include "agent/supervisor/control_socket.h"
 #include "agent/supervisor/deletion_cost.h"
 #include "agent/supervisor/gpu.h"
+#include "agent/supervisor/job_cache.h"
 #include "agent/supervisor/log.h"
 #include "agent/supervisor/owner_gate.h"
 #include "agent/supervisor/state.h"
@@ -110,6 +112,7 @@ int RunAgent(const AgentConfig& config, net::HttpClient* http, ShutdownState* sd
   api.SetToken(id->token);
   sd->board.SetNode(id->node_id);
   RecoverPendingJob(&api, &state, sd);
+  PruneJobCaches(state.JobCacheRoot(), time(nullptr));
   BlobCache cache(state.CacheDir(), config.cache_max_mb * 1024 * 1024);
   DeletionCost deletion_cost(DeletionCostFromEnv(), http);  // SaladCloud: spare busy instances
 
@@ -158,6 +161,7 @@ int RunAgent(const AgentConfig& config, net::HttpClient* http, ShutdownState* sd
     Log("job %s: %s", (*work)->job_id.c_str(), JobOutcomeName(o));
     // A hand-back that could not finish in time: finish it before taking other work.
     if (o == JobOutcome::kAbandoned && !sd->stop.requested()) RecoverPendingJob(&api, &state, sd);
+    PruneJobCaches(state.JobCacheRoot(), time(nullptr));
     if (config.once) break;
     after_job = true;
   }

@@ -18,6 +18,7 @@
 #include "agent/protocol/trainer_protocol.h"
 #include "agent/supervisor/archive.h"
 #include "agent/supervisor/child_process.h"
+#include "agent/supervisor/job_cache.h"
 #include "agent/supervisor/job_state.h"
 #include "agent/supervisor/log.h"
 #include "agent/supervisor/retry.h"
@@ -83,7 +84,8 @@ class Run {
         cache_(cache),
         job_(job),
         sd_(shutdown),
-        work_dir_(state->JobDir(job.job_id, job.epoch)) {}
+        work_dir_(state->JobDir(job.job_id, job.epoch)),
+        cache_dir_(state->JobCacheDir(job.job_id)) {}
 
   JobOutcome Go();
 
@@ -130,6 +132,11 @@ class Run {
   JobOutcome ReportFailure(const std::string& reason);
   JobOutcome Release(const std::string& reason);
   JobOutcome Lost();
+  // The job has ended for this node (completed, failed, canceled): its cache goes too.
+  void RemoveJobCache() {
+    Status s = files::RemoveTree(cache_dir_);
+    if (!s.ok()) Log("job %s: job cache: %s", job_.job_id.c_str(), s.ToString().c_str());
+  }
   // The release reason when the trainer stopped with a checkpoint (asked by us or not).
   std::string YieldReason(bool asked) const {
     if (sd_->stop.requested()) return "agent shutting down";
@@ -144,6 +151,8 @@ class Run {
   Assignment job_;
   ShutdownState* sd_;
   std::string work_dir_;
+  std::string cache_dir_;      // job_cache.h
+  bool cache_opened_ = false;  // else the trainer runs without --cache-dir
 
   std::atomic<int64_t> step_{0};
   mutable std::mutex mu_;  // guards state_, child_, loss_, stderr_tail_, error_reason_
@@ -366,6 +375,7 @@ JobOutcome Run::Lost() {
   if (uploader_) uploader_->Abort();
   state_dir_->ClearCurrentJob();
   files::RemoveTree(work_dir_);
+  if (canceled) RemoveJobCache();
   return canceled ? JobOutcome::kCanceled : JobOutcome::kLost;
 }
 
@@ -404,6 +414,7 @@ JobOutcome Run::ReportFailure(const std::string& reason) {
   state_dir_->ClearCurrentJob();
   files::RemoveTree(work_dir_);
   if (s.code() == Code::kConflict) return Lost();
+  if (s.ok()) RemoveJobCache();  // the node is now banned from the job
   return JobOutcome::kFailed;
 }
 
@@ -482,6 +493,7 @@ JobOutcome Run::Complete() {
   }
   state_dir_->ClearCurrentJob();
   files::RemoveTree(work_dir_);
+  RemoveJobCache();
   Log("job %s: completed (%zu output files)", job_.job_id.c_str(), outputs.size());
   return JobOutcome::kCompleted;
 }
@@ -553,6 +565,11 @@ JobOutcome Run::Go() {
     api_->Release(job_.job_id, job_.epoch, "node storage error");
     return JobOutcome::kReleased;
   }
+  s = OpenJobCache(cache_dir_);
+  cache_opened_ = s.ok();
+  if (!s.ok()) {
+    Log("job %s: job cache: %s (running without it)", job_.job_id.c_str(), s.ToString().c_str());
+  }
   JobEvent claimed = Event(JobEvent::Type::kLeaseRenewed);
   if (job_.leased_at != Clock::time_point{}) claimed.at_s = Seconds(job_.leased_at);
   claimed.ttl_s = DefaultTtl();
@@ -595,6 +612,10 @@ JobOutcome Run::Go() {
   if (!resume_dir.empty()) {
     argv.push_back("--resume");
     argv.push_back(resume_dir);
+  }
+  if (cache_opened_) {
+    argv.push_back("--cache-dir");
+    argv.push_back(cache_dir_);
   }
   const std::vector<std::string> env = TrainerEnvironment(environ);
   Result<std::unique_ptr<ChildProcess>> child = ChildProcess::Start(

@@ -47,7 +47,10 @@ Status TinyJob(const AgentConfig& config, const std::string& dir) {
   std::string spec_path = files::Join(dir, "SPEC.json");
   s = files::WriteDurable(spec_path, DumpJson(spec));
   if (!s.ok()) return s;
-  std::vector<std::string> argv = {config.trainer, "run", "--spec", spec_path, "--work-dir", dir};
+  // The command line the job runner uses (--cache-dir included), so a trainer too old for this
+  // agent fails here rather than every job.
+  std::vector<std::string> argv = {config.trainer, "run", "--spec",      spec_path,
+                                   "--work-dir",   dir,   "--cache-dir", dir + "/cache"};
   auto quiet = [](const std::string&) {};
   Result<std::unique_ptr<ChildProcess>> child = ChildProcess::Start(argv, quiet, quiet);
   if (!child.ok()) return Status::Internal("cannot start the trainer: " + child.status().message());

@@ -21,11 +21,20 @@ Json JobToJson(const CurrentJob& job) {
   return {{"job_id", job.job_id}, {"epoch", job.epoch}, {"pending", pending}};
 }
 
+// A job id as a file name: anything but [A-Za-z0-9_-] becomes '_' (never "", "." or "..").
+std::string SafeName(const std::string& job_id) {
+  std::string safe;
+  for (char c : job_id)
+    safe.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ? c : '_');
+  return safe.empty() ? "_" : safe;
+}
+
 }  // namespace
 
 Status StateDir::Init() {
   GLEANER_RETURN_IF_ERROR(files::MakeDirs(dir_, 0700));
   GLEANER_RETURN_IF_ERROR(files::MakeDirs(CacheDir(), 0700));
+  GLEANER_RETURN_IF_ERROR(files::MakeDirs(JobCacheRoot(), 0700));
   return files::MakeDirs(files::Join(dir_, "jobs"), 0700);
 }
 
@@ -34,10 +43,15 @@ std::string StateDir::CacheDir() const {
 }
 
 std::string StateDir::JobDir(const std::string& job_id, int64_t epoch) const {
-  std::string safe;
-  for (char c : job_id)
-    safe.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ? c : '_');
-  return files::Join(files::Join(dir_, "jobs"), safe + "-e" + std::to_string(epoch));
+  return files::Join(files::Join(dir_, "jobs"), SafeName(job_id) + "-e" + std::to_string(epoch));
+}
+
+std::string StateDir::JobCacheRoot() const {
+  return files::Join(dir_, "job-cache");
+}
+
+std::string StateDir::JobCacheDir(const std::string& job_id) const {
+  return files::Join(JobCacheRoot(), SafeName(job_id));
 }
 
 Result<std::optional<Identity>> StateDir::LoadIdentity() {

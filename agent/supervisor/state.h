@@ -4,6 +4,7 @@
 //                     sha256,size}]} — checkpoint uploads not yet committed
 //   cache/         content-addressed inputs (cache.h)
 //   jobs/<job>-<epoch>/  work directory of the running job
+//   job-cache/<job>/     what the job's trainer keeps across its leases here (job_cache.h)
 //   (owner.json, lifetime.json and control.sock belong to owner_gate.h, status_board.h and
 //   control_socket.h)
 // Every write is durable (temp + fsync + rename + fsync dir). Thread-safe.
@@ -49,6 +50,8 @@ class StateDir {
   const std::string& dir() const { return dir_; }
   std::string CacheDir() const;
   std::string JobDir(const std::string& job_id, int64_t epoch) const;
+  std::string JobCacheRoot() const;
+  std::string JobCacheDir(const std::string& job_id) const;
 
   Result<std::optional<Identity>> LoadIdentity();
   Status SaveIdentity(const Identity& id);

@@ -13,7 +13,10 @@ struct RunArgs {
   std::string spec_path;
   std::string work_dir;
   std::string resume_dir;  // "" = start from scratch
-  Json spec;               // parsed SPEC.json
+  // Survives the job's leases on this node (agent-managed); "" = none. A kind keeps there what
+  // is costly to recompute and validates it before reuse (lora-sd: the encoded image dataset).
+  std::string cache_dir;
+  Json spec;  // parsed SPEC.json
 };
 
 // Returns a process exit code (kExitDone, kExitFailed, kExitInterrupted).

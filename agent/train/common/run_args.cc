@@ -17,6 +17,8 @@ Result<RunArgs> ParseRunArgs(int argc, char** argv) {
       target = &args.work_dir;
     } else if (std::strcmp(flag, "--resume") == 0) {
       target = &args.resume_dir;
+    } else if (std::strcmp(flag, "--cache-dir") == 0) {
+      target = &args.cache_dir;
     } else {
       return Status::Invalid(std::string("unknown argument '") + flag + "'");
     }

@@ -1,5 +1,6 @@
-// `gleaner-train run --spec FILE --work-dir DIR [--resume DIR]`: argument parsing and SPEC.json
-// loading into train::RunArgs (agent/train/kinds.h). Pure apart from reading the spec file.
+// `gleaner-train run --spec FILE --work-dir DIR [--resume DIR] [--cache-dir DIR]`: argument parsing
+// and SPEC.json loading into train::RunArgs (agent/train/kinds.h). Pure apart from reading the spec
+// file.
 #pragma once
 
 #include "agent/train/kinds.h"

@@ -169,6 +169,8 @@ Result<Dataset> EncodeImageDataset(models::DiffusersModel& m, const std::string&
   if (cached.status().code() != Code::kNotFound) {
     std::fprintf(stderr, "lora-sd: encoding the dataset again (%s)\n",
                  cached.status().message().c_str());
+    // Whatever is there (even a directory) goes, so the new encoding can take its place.
+    GLEANER_RETURN_IF_ERROR(files::RemoveTree(cache_path));
   }
   Result<images::Dataset> d = OpenImages(dataset_path, o);
   if (!d.ok()) return d.status();

@@ -54,12 +54,12 @@ Result<JobInputs> LoadWeightsFileJob(const Json& spec, const std::string& model_
 
 }  // namespace
 
-std::string EncodedDatasetPath(const std::string& work_dir) {
-  return work_dir + "/encoded-dataset.safetensors";
+std::string EncodedDatasetPath(const std::string& cache_dir) {
+  return cache_dir + "/encoded-dataset.safetensors";
 }
 
 Result<JobInputs> LoadJobInputs(const Json& spec, const LoraSdParams& p,
-                                const std::string& work_dir) {
+                                const std::string& cache_dir) {
   Result<std::string> model_path = InputPath(spec, "model");
   if (!model_path.ok()) return model_path.status();
   Result<std::string> data_path = InputPath(spec, "dataset");
@@ -91,7 +91,7 @@ Result<JobInputs> LoadJobInputs(const Json& spec, const LoraSdParams& p,
   } else {
     const ImageEncoding encoding = ImageEncodingFor(*model, p);
     Result<Dataset> data =
-        EncodeImageDataset(*model, *data_path, encoding, EncodedDatasetPath(work_dir));
+        EncodeImageDataset(*model, *data_path, encoding, EncodedDatasetPath(cache_dir));
     if (!data.ok()) return data.status();
     in.data = std::move(*data);
     if (p.train_text_encoder) {

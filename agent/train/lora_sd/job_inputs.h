@@ -5,8 +5,8 @@
 //                             its config; inputs.dataset a latent dataset file (dataset.h).
 //   model.format "diffusers": inputs.model is a diffusers folder (models/diffusers_model.h);
 //                             inputs.dataset is either an image archive (zip/tar: photos and
-//                             captions, encoded on the node: image_dataset.h, cached in the
-//                             work dir as encoded-dataset.safetensors) or a latent dataset file.
+//                             captions, encoded on the node: image_dataset.h, cached as
+//                             `cache_dir`/encoded-dataset.safetensors) or a latent dataset file.
 //
 // Contract: errors are one Status naming the input and the file at fault; the caller fails the
 // job with it (exit 2). Not thread-safe.
@@ -37,10 +37,10 @@ struct JobInputs {
   TextTraining text;
 };
 
-// The encoded image dataset's cache in the job's work dir.
-std::string EncodedDatasetPath(const std::string& work_dir);
+// The encoded image dataset's cache in `cache_dir` (the run's --cache-dir, else its work dir).
+std::string EncodedDatasetPath(const std::string& cache_dir);
 
 Result<JobInputs> LoadJobInputs(const Json& spec, const LoraSdParams& params,
-                                const std::string& work_dir);
+                                const std::string& cache_dir);
 
 }  // namespace gleaner::train::lora_sd

@@ -41,8 +41,9 @@ int Run(const RunArgs& args) {
   Result<LoraSdParams> p = LoraSdParams::Parse(params);
   if (!p.ok()) return Fail(p.status());
   // The base model and the data (job_inputs.h): a UNet weights file and latents, or a diffusers
-  // folder and photos encoded here.
-  Result<JobInputs> in = LoadJobInputs(spec, *p, args.work_dir);
+  // folder and photos encoded here (the encoding cached in --cache-dir, else the work dir).
+  Result<JobInputs> in =
+      LoadJobInputs(spec, *p, args.cache_dir.empty() ? args.work_dir : args.cache_dir);
   if (!in.ok()) return Fail(in.status());
   Result<std::unique_ptr<Trainer>> tr =
       Trainer::Create(in->config, in->unet_weights, std::move(in->data), *p, std::move(in->text));

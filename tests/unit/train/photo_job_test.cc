@@ -3,9 +3,13 @@
 // agents and `gleaner` CLI (models upload, jobs submit --images) across a SIGTERM of the first
 // agent, outputs compared byte for byte with an uninterrupted local run; with and without
 // text-encoder training. Bad inputs fail the trainer (exit 2) with a message naming the file.
+#include <dirent.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "agent/train/images/png_encode.h"
 #include "tests/integration/agent_fleet.h"
@@ -85,17 +89,16 @@ std::map<std::string, std::string> Outputs(h::Fleet& fleet, const std::string& i
   return got;
 }
 
-void RunPhotoJob(bool sdxl, bool train_text_encoder, int64_t steps) {
-  h::TempDir dir(train_text_encoder ? "gleaner-photo-te" : "gleaner-photo");
+// A tiny diffusers model (dir/tiny) uploaded with `gleaner models upload`, and a job on the
+// photos in dir/photos submitted with `gleaner jobs submit --images`; returns the job id.
+std::string SubmitPhotoJob(const h::TempDir& dir, h::Fleet& fleet, bool sdxl,
+                           bool train_text_encoder, int64_t steps) {
   std::vector<std::string> make = {"make-model", "--diffusers", dir.File("tiny"), "--seed", "3"};
   if (sdxl) make.push_back("--sdxl");
   TrainRun made = RunTrain(make, dir.File("make.log"));
   INFO(made.err);
   REQUIRE(made.code == 0);
   MakePhotos(dir.path());
-
-  h::Fleet fleet(dir.path(), 0.2);
-  REQUIRE(fleet.ok());
   const std::string url = fleet.coordinator().url(), dev = fleet.developer_token();
   h::ToolRun up =
       Gleaner(dir, url, dev, {"models", "upload", dir.File("tiny"), "-o", dir.File("m.json")});
@@ -124,7 +127,14 @@ void RunPhotoJob(bool sdxl, bool train_text_encoder, int64_t steps) {
   h::ToolRun sub = Gleaner(dir, url, dev, args);
   INFO(sub.err);
   REQUIRE(sub.code == 0);
-  const std::string id = sub.out.substr(0, sub.out.size() - 1);
+  return sub.out.substr(0, sub.out.size() - 1);
+}
+
+void RunPhotoJob(bool sdxl, bool train_text_encoder, int64_t steps) {
+  h::TempDir dir(train_text_encoder ? "gleaner-photo-te" : "gleaner-photo");
+  h::Fleet fleet(dir.path(), 0.2);
+  REQUIRE(fleet.ok());
+  const std::string id = SubmitPhotoJob(dir, fleet, sdxl, train_text_encoder, steps);
 
   std::string error;
   h::AgentProcess& a = fleet.AddAgent("a");
@@ -218,6 +228,33 @@ std::string LocalSpec(const TempDir& tmp, const std::string& model, const std::s
   std::string path = tmp / "SPEC.json";
   Put(path, spec.dump());
   return path;
+}
+
+// The file's identity: a durable rewrite (temp + rename) gives it another inode.
+std::pair<ino_t, int64_t> FileId(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return {0, 0};
+  return {st.st_ino, int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+}
+
+// The pid of the live gleaner-train process whose command line mentions `needle` (0: none).
+pid_t TrainerMentioning(const std::string& needle) {
+  DIR* d = opendir("/proc");
+  if (d == nullptr) return 0;
+  pid_t found = 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const std::string proc = std::string("/proc/") + e->d_name;
+    std::string cmd = h::ReadFile(proc + "/cmdline");
+    for (char& c : cmd) c = c == '\0' ? ' ' : c;
+    const bool zombie = h::ReadFile(proc + "/stat").find(") Z ") != std::string::npos;
+    if (!zombie && cmd.find("gleaner-train run") != std::string::npos &&
+        cmd.find(needle) != std::string::npos) {
+      found = pid_t(std::atoi(e->d_name));
+    }
+  }
+  closedir(d);
+  return found;
 }
 
 }  // namespace
@@ -332,4 +369,110 @@ TEST_CASE("encoded photos are cached in the work dir and reused when the trainer
   REQUIRE(other.code == 0);
   CHECK(other.err.find("encoding the dataset again") != std::string::npos);
   CHECK(*ReadFile(work + "/output/lora.safetensors") != *full);
+}
+
+TEST_CASE("with --cache-dir the encoded photos are kept there and reused from another work dir",
+          "[lora_sd][photos]") {
+  TempDir tmp;
+  const std::string model = tmp / "tiny";
+  REQUIRE(RunTrain({"make-model", "--diffusers", model}, tmp / "make.log").code == 0);
+  Put(tmp / "photos.zip",
+      iw::WriteZip({{"dog1.png", Png(16, 20, 1)}, {"dog2.png", Png(20, 16, 2)}}));
+  Json spec = {{"job_id", "cache-dir"},
+               {"kind", "lora-sd"},
+               {"steps", 4},
+               {"params", {{"steps", 4}, {"instance_prompt", "sks dog"}}},
+               {"inputs", {{"model", model}, {"dataset", tmp / "photos.zip"}}},
+               {"model", {{"format", "diffusers"}}}};
+  Put(tmp / "SPEC.json", spec.dump());
+  const std::string cache_dir = tmp / "cache", cache = cache_dir + "/encoded-dataset.safetensors";
+  auto run = [&](const std::string& work, const std::string& log) {
+    TrainRun r = RunTrain(
+        {"run", "--spec", tmp / "SPEC.json", "--work-dir", work, "--cache-dir", cache_dir}, log);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return r.err;
+  };
+  std::string err = run(tmp / "w1", tmp / "1.log");
+  CHECK(err.find("reusing") == std::string::npos);
+  CHECK(ReadFile(tmp / "w1/encoded-dataset.safetensors").status().code() == Code::kNotFound);
+  const std::pair<ino_t, int64_t> written = FileId(cache);
+  REQUIRE(written.first != 0);
+  Result<std::string> full = ReadFile(tmp / "w1/output/lora.safetensors");
+  REQUIRE(full.ok());
+
+  // A later lease: another work dir, the same cache dir. The encoding is read back, not
+  // rewritten, and the result is the same.
+  err = run(tmp / "w2", tmp / "2.log");
+  CHECK(err.find("lora-sd: reusing the encoded dataset " + cache) != std::string::npos);
+  CHECK(FileId(cache) == written);
+  CHECK(*ReadFile(tmp / "w2/output/lora.safetensors") == *full);
+
+  // A damaged cache is not trusted: encoded again, replaced, same result.
+  REQUIRE(WriteFileDurable(cache, "not a safetensors file").ok());
+  err = run(tmp / "w3", tmp / "3.log");
+  CHECK(err.find("encoding the dataset again") != std::string::npos);
+  CHECK(*ReadFile(tmp / "w3/output/lora.safetensors") == *full);
+  std::map<std::string, std::string> meta;
+  CHECK(LoadSafetensors(cache, &meta).ok());
+  CHECK(meta["format"] == "gleaner-encoded-images");
+
+  // Even a directory in its place is replaced.
+  REQUIRE(std::remove(cache.c_str()) == 0);
+  REQUIRE(MakeDirs(cache + "/odd").ok());
+  err = run(tmp / "w4", tmp / "4.log");
+  CHECK(err.find("encoding the dataset again") != std::string::npos);
+  CHECK(*ReadFile(tmp / "w4/output/lora.safetensors") == *full);
+  CHECK(LoadSafetensors(cache).ok());
+}
+
+TEST_CASE(
+    "a photo job claimed again by the same node reuses its encoded photos and its job cache "
+    "goes when it completes",
+    "[lora_sd][photos][e2e]") {
+  h::TempDir dir("gleaner-photo-cache");
+  h::Fleet fleet(dir.path(), 0.2);
+  REQUIRE(fleet.ok());
+  const int64_t steps = 40;
+  const std::string id = SubmitPhotoJob(dir, fleet, false, false, steps);
+  std::string error;
+  h::AgentProcess& a = fleet.AddAgent("a");
+  REQUIRE(a.Start(&error));
+  const std::string job_cache = dir.File("a/job-cache/" + id);
+  const std::string cache = job_cache + "/encoded-dataset.safetensors";
+  bool mid = h::WaitUntil(
+      [&] {
+        Json j = fleet.Job(id);
+        return j.value("state", "") == "running" && j["step"].is_number() &&
+               j["step"].get<int64_t>() >= steps / 4;
+      },
+      h::Millis(90000), h::Millis(50));
+  INFO(a.Log());
+  REQUIRE(mid);
+  const std::pair<ino_t, int64_t> written = FileId(cache);
+  REQUIRE(written.first != 0);
+
+  // The trainer (not the agent) gets SIGTERM: it checkpoints and exits "interrupted", the agent
+  // hands the job back and, the only node, claims it again.
+  const pid_t trainer = TrainerMentioning(dir.File("a/jobs/"));
+  REQUIRE(trainer > 0);
+  REQUIRE(::kill(trainer, SIGTERM) == 0);
+  // Until the job completes, the cache file is never rewritten (a new lease that encoded again
+  // would replace it: another inode).
+  bool rewritten = false;
+  const bool final = h::WaitUntil(
+      [&] {
+        const std::pair<ino_t, int64_t> now = FileId(cache);
+        if (now.first != 0 && now != written) rewritten = true;
+        return fleet.Job(id).value("state", "") == "completed";
+      },
+      h::Millis(120000), h::Millis(5));
+  REQUIRE(final);
+  CHECK_FALSE(rewritten);
+  CHECK(a.Log().find("released at step") != std::string::npos);
+  const Json segs = fleet.Events(id)["segments"];
+  REQUIRE(segs.size() >= 2);
+  for (const Json& seg : segs) CHECK(seg.value("node_id", "") == a.NodeId());
+  // Completed: the job's cache on the node is removed.
+  CHECK(h::WaitUntil([&] { return ::access(job_cache.c_str(), F_OK) != 0; }, h::Millis(10000)));
 }
