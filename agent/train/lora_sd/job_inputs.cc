@@ -77,7 +77,8 @@ Result<JobInputs> LoadJobInputs(const Json& spec, const LoraSdParams& p,
     return Status::Invalid("train_text_encoder needs an image dataset (photos and captions)");
   }
   models::DiffusersLoadOptions options;
-  options.vae = options.text_encoders = images;  // what encoding the photos needs
+  // What encoding the photos or rendering samples (sampling/training_samples.h) needs.
+  options.vae = options.text_encoders = images || !p.samples.empty();
   Result<models::DiffusersModel> model = models::LoadDiffusersModel(*model_path, options);
   if (!model.ok()) return model.status();
   JobInputs in;

@@ -368,11 +368,12 @@ TEST_CASE("base weights: held in the placement's dtype, filled without an fp32 c
     INFO(p.key());
     CHECK(p.value().data_ptr() == w.at(p.key()).data_ptr());
   }
-  // Mixed precision puts the base in the compute dtype on CUDA; CPU runs stay fp32.
+  // Mixed precision puts the base in the compute dtype; on CPU bf16 only (CPU autocast).
   CHECK(PlacementFor(torch::Device(torch::kCUDA, 0), "bf16").dtype == torch::kBFloat16);
   CHECK(PlacementFor(torch::Device(torch::kCUDA, 0), "fp16").dtype == torch::kFloat16);
   CHECK(PlacementFor(torch::Device(torch::kCUDA, 0), "no").dtype == torch::kFloat32);
-  CHECK(PlacementFor(torch::kCPU, "bf16").dtype == torch::kFloat32);
+  CHECK(PlacementFor(torch::kCPU, "bf16").dtype == torch::kBFloat16);
+  CHECK(PlacementFor(torch::kCPU, "fp16").dtype == torch::kFloat32);
   // Mis-shaped weights are still named.
   TensorMap bad = w;
   bad["add_embedding.linear_1.weight"] = torch::zeros({128, 81});
