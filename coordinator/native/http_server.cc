@@ -40,12 +40,10 @@ core::HttpResponse AssetResponse(const dashboard::Asset& a) {
 // its batches, so a connection that closes meanwhile takes nothing with it.
 class PlanHandler : public HttpHandler {
  public:
-  PlanHandler(EventLoop* loop, const core::Coordinator* coord, PlanRunner* runner,
-              GroupCommitter* committer, ReadPool* reads, BlobDeps blob_deps,
-              BlobAdmission* admission)
+  PlanHandler(EventLoop* loop, const core::Coordinator* coord, GroupCommitter* committer,
+              ReadPool* reads, BlobDeps blob_deps, BlobAdmission* admission)
       : loop_(loop),
         coord_(coord),
-        runner_(runner),
         committer_(committer),
         reads_(reads),
         blob_deps_(blob_deps),
@@ -63,7 +61,6 @@ class PlanHandler : public HttpHandler {
 
   EventLoop* loop_;
   const core::Coordinator* coord_;
-  PlanRunner* runner_;
   GroupCommitter* committer_;
   ReadPool* reads_;
   BlobDeps blob_deps_;
@@ -194,7 +191,7 @@ Status HttpServer::Serve(const core::Coordinator* coordinator, PlanRunner* runne
   limits.max_total = std::max(1, workers - std::max(2, workers / 8));
   limits.max_per_key = std::max(1, std::min(8, limits.max_total / 4));
   BlobAdmission admission(limits);
-  PlanHandler handler(&loop_, coordinator, runner, *committer, reads->get(), deps, &admission);
+  PlanHandler handler(&loop_, coordinator, *committer, reads->get(), deps, &admission);
   // Returns once every connection is closed and the workers are idle; the read pool goes after.
   return loop_.Serve(&handler);
 }
