@@ -42,9 +42,11 @@ Tensor ExplicitAttention(const Tensor& q_in, const Tensor& k_in, const Tensor& v
       q = q.to(torch::kFloat32);
       k = k.to(torch::kFloat32);
     }
-    // scores = scale * q k^T
-    Tensor scores = torch::baddbmm(torch::empty({q.size(0), q.size(1), k.size(1)}, q.options()), q,
-                                   k.transpose(1, 2), /*beta=*/0, /*alpha=*/o.scale);
+    // scores = scale * q k^T, as 0 + scale * q k^T: libtorch before 2.0 reads the output of a
+    // small CPU baddbmm even with beta = 0 (0 * NaN of uninitialised memory is NaN), so the
+    // input is zeros and beta 1, which is the same sum everywhere.
+    Tensor scores = torch::baddbmm(torch::zeros({q.size(0), q.size(1), k.size(1)}, q.options()), q,
+                                   k.transpose(1, 2), /*beta=*/1, /*alpha=*/o.scale);
     if (o.causal) {
       Tensor mask = torch::ones({q.size(1), k.size(1)}, torch::TensorOptions().dtype(torch::kBool))
                         .triu(1)

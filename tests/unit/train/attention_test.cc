@@ -182,3 +182,30 @@ TEST_CASE("GLEANER_TORCH_AT_LEAST compares with the libtorch compiled against", 
                        ".",
                    0) == 0);
 }
+
+TEST_CASE("attention never reads the memory its scores are computed into", "[attention]") {
+  // libtorch before 2.0 computed baddbmm(input, ..., beta=0) for small CPU matrices as
+  // beta * out + alpha * q k^T, reading the uninitialised output: whatever the allocator handed
+  // back (here: NaN, freed just before) came out as NaN scores. Every kernel must be immune.
+  torch::manual_seed(5);
+  for (AttentionKernel kernel : Kernels()) {
+    for (int64_t len : {1, 2, 6, 7}) {
+      for (int round = 0; round < 20; ++round) {
+        INFO("kernel " << int(kernel) << ", len " << len << ", round " << round);
+        Tensor q = torch::randn({2, len, 8}), k = torch::randn({2, len, 8}),
+               v = torch::randn({2, len, 8});
+        {
+          // Freed memory of exactly the scores' size, full of NaN, for the next allocation.
+          Tensor poison = torch::full({2 * 2, len, len}, std::nan(""));
+        }
+        AttentionOptions o;
+        o.heads = 2;
+        o.scale = 0.5;
+        o.causal = round % 2 == 0;
+        o.kernel = kernel;
+        Tensor y = MultiHeadAttention(q, k, v, o);
+        REQUIRE(torch::isfinite(y).all().item<bool>());
+      }
+    }
+  }
+}
