@@ -12,10 +12,21 @@ using core::Plan;
 
 namespace {
 
-std::string DoneWith(const Status& st) {
+std::string DoneWith(const HttpResponse& response) {
   std::string out = "{\"done\":true,\"response\":";
-  AppendResponseJson(&out, HttpResponse::Error(st));
+  AppendResponseJson(&out, response);
   out += ",\"blob_deletes\":[]}";
+  return out;
+}
+std::string DoneWith(const Status& st) {
+  return DoneWith(HttpResponse::Error(st));
+}
+
+// {"ok":false,"response":...}: the answer of a refused blob request.
+std::string Refused(const HttpResponse& response) {
+  std::string out = "{\"ok\":false,\"response\":";
+  AppendResponseJson(&out, response);
+  out += "}";
   return out;
 }
 
@@ -101,6 +112,8 @@ std::string EdgeSession::Start(const std::string& op_json, const std::string& en
     if (!req.ok()) return DoneWith(Status::Internal(req.status().message()));
     if (req->entropy.empty()) req->entropy = entropy;
     if (req->entropy.size() < 32) return DoneWith(Status::Internal("the request has no entropy"));
+    std::string raw = std::move(req->path);
+    if (!core::DecodePath(raw, &req->path)) return DoneWith(core::MalformedTarget());
     return Step(coordinator_->Handle(*req));
   }
   if (op == "migrate") return Step(coordinator_->MigrationPlan());
@@ -160,31 +173,25 @@ void EdgeSession::Drop(int64_t handle) {
 }
 
 std::string EdgeSession::AuthorizeBlob(const std::string& json) {
-  if (!coordinator_) return DoneWith(Status::Unavailable("the core is not initialised"));
+  if (!coordinator_) return Refused(HttpResponse::Error(Status::Unavailable("not initialised")));
   Result<Json> parsed = ParseJson(json);
-  std::string method, path, query;
+  std::string method, raw_path, path, query;
   int64_t now_ms = 0;
   Status st;
   if (parsed.ok()) {
     FieldReader f(*parsed, "");
     f.String("method", &method, true, 16);
-    f.String("path", &path, true, 8192);
+    f.String("path", &raw_path, true, 8192);
     f.String("query", &query, false, 65536);
     f.Int("now_ms", &now_ms, true, 0, INT64_MAX);
     st = f.status();
   } else {
     st = parsed.status();
   }
-  std::string out;
-  Result<core::BlobGrant> g = st.ok() ? coordinator_->AuthorizeBlob(method, path, query, now_ms)
-                                      : Result<core::BlobGrant>(st);
-  if (!g.ok()) {
-    out = "{\"ok\":false,\"response\":";
-    AppendResponseJson(&out,
-                       HttpResponse::Error(st.ok() ? g.status() : Status::Internal(st.message())));
-    out += "}";
-    return out;
-  }
+  if (!st.ok()) return Refused(HttpResponse::Error(Status::Internal(st.message())));
+  if (!core::DecodePath(raw_path, &path)) return Refused(core::MalformedTarget());
+  Result<core::BlobGrant> g = coordinator_->AuthorizeBlob(method, path, query, now_ms);
+  if (!g.ok()) return Refused(HttpResponse::Error(g.status()));
   Json grant = {
       {"key", g->key}, {"method", g->method}, {"max_size", g->max_size}, {"sha256", g->sha256}};
   return DumpJson({{"ok", true}, {"grant", grant}});
@@ -192,11 +199,7 @@ std::string EdgeSession::AuthorizeBlob(const std::string& json) {
 
 std::string EdgeSession::Blob(const std::string& json) {
   auto answer = [](const std::optional<HttpResponse>& refusal) {
-    if (!refusal) return std::string("{\"ok\":true}");
-    std::string out = "{\"ok\":false,\"response\":";
-    AppendResponseJson(&out, *refusal);
-    out += "}";
-    return out;
+    return refusal ? Refused(*refusal) : std::string("{\"ok\":true}");
   };
   if (!coordinator_) return answer(HttpResponse::Error(Status::Unavailable("not initialised")));
   Result<Json> parsed = ParseJson(json);

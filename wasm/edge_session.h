@@ -69,6 +69,7 @@ class EdgeSession {
   std::string Settings() const;
 
   // {"method","path","query","now_ms"} → {"ok":true,"grant":{key,method,max_size,sha256}}
+  // (path as the URL has it, percent-encoded: decoded here by core::DecodePath)
   // or {"ok":false,"response":<error response>}.
   std::string AuthorizeBlob(const std::string& json);
 

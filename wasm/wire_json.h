@@ -5,7 +5,9 @@
 // so no JavaScript re-implements it. Portable (no exceptions, no I/O); unit-tested natively.
 //
 // Shapes (all objects; unknown keys are rejected where the shell writes them):
-//   request:   {method, path, query?, headers?: [[lowercase name, value], ...],
+//   request:   {method, path (percent-encoded, as in the URL: EdgeSession decodes it with
+//               core::DecodePath, as the native shell does), query?, headers?: [[lowercase name,
+//               value], ...],
 //               body? (UTF-8 string) | body_base64?, now_ms, entropy? (hex, >= 64 digits;
 //               the session draws it when absent), request_id?}
 //   response:  {status, content_type, headers: [[name, value]...], body | body_base64}

@@ -187,16 +187,20 @@ function toResponse(r) {
   return new Response(body, { status: r.status, headers });
 }
 
-// Percent-decoded path, or null for a malformed escape.
-function decodePath(pathname) {
+// Blob transfers stream here, everything else is a request for the core. Routed on the decoded
+// path as the native shell routes; the core decodes the path it gets again (core::DecodePath)
+// and answers a malformed one.
+function isBlobPath(pathname) {
   try {
-    return decodeURIComponent(pathname);
+    return decodeURIComponent(pathname).startsWith("/blobs/");
   } catch {
-    return null;
+    return pathname.startsWith("/blobs/");
   }
 }
 
-function errorResponse(status, code, message) {
+// The shell's own failures, where no core can answer: it could not be set up, or the shell
+// threw while running a request. Every other error response is the core's.
+function shellFailure(status, code, message) {
   return Response.json({ error: { code, message } }, { status });
 }
 
@@ -311,11 +315,11 @@ function bodyField(bytes) {
   }
 }
 
-async function handleApi(core, env, ctx, request, url, path) {
+async function handleApi(core, env, ctx, request, url) {
   const bytes = await readBody(request, core.maxBody);
   const req = {
     method: request.method === "HEAD" ? "GET" : request.method,
-    path,
+    path: url.pathname,
     query: url.search.slice(1),
     headers: [...request.headers],
     now_ms: Date.now(),
@@ -464,12 +468,12 @@ async function getBlob(core, env, ctx, grant, request, done) {
   return { response: new Response(readable, { status: read.status, headers }) };
 }
 
-async function handleBlob(core, env, ctx, request, url, path) {
+async function handleBlob(core, env, ctx, request, url) {
   const method = request.method === "HEAD" ? "GET" : request.method;
   if (method !== "PUT" && method !== "GET") return refusal(core, "method_not_allowed");
   const auth = core.authorizeBlob({
     method,
-    path,
+    path: url.pathname,
     query: url.search.slice(1),
     now_ms: Date.now(),
   });
@@ -506,16 +510,14 @@ export default {
       core = await getCore(env, url.origin);
     } catch (e) {
       console.error(`gleaner edge setup: ${e?.stack ?? e}`);
-      return errorResponse(503, "unavailable", `coordinator is starting: ${e?.message ?? e}`);
+      return shellFailure(503, "unavailable", `coordinator is starting: ${e?.message ?? e}`);
     }
     try {
-      const path = decodePath(url.pathname);
-      if (path === null) return errorResponse(400, "bad_request", "malformed percent-encoding in path");
-      if (path.startsWith("/blobs/")) return await handleBlob(core, env, ctx, request, url, path);
-      return await handleApi(core, env, ctx, request, url, path);
+      if (isBlobPath(url.pathname)) return await handleBlob(core, env, ctx, request, url);
+      return await handleApi(core, env, ctx, request, url);
     } catch (e) {
       console.error(`gleaner edge: ${e?.stack ?? e}`);
-      return errorResponse(500, "internal", "the edge shell failed to run the request");
+      return shellFailure(500, "internal", "the edge shell failed to run the request");
     }
   },
 

@@ -107,6 +107,15 @@ std::string UrlEncode(const std::string& s) {
   return out;
 }
 
+bool DecodePath(const std::string& raw, std::string* out) {
+  return !raw.empty() && raw[0] == '/' && UrlDecode(raw, out, /*plus_is_space=*/false);
+}
+
+HttpResponse MalformedTarget() {
+  return HttpResponse::Json(
+      400, {{"error", {{"code", "bad_request"}, {"message", "malformed request target"}}}});
+}
+
 bool UrlDecode(const std::string& s, std::string* out, bool plus_is_space) {
   out->clear();
   for (size_t i = 0; i < s.size(); ++i) {

@@ -52,6 +52,14 @@ class QueryParams {
 std::string UrlEncode(const std::string& s);  // RFC 3986 unreserved kept, everything else %XX
 bool UrlDecode(const std::string& s, std::string* out, bool plus_is_space);
 
+// The request path every route sees: an origin-form path ("/..."; no query) percent-decoded,
+// escapes turned into bytes as they are (no UTF-8 check, no '+' rule). False when it does not
+// start with '/' or an escape is malformed; the request then gets MalformedTarget(). Both shells
+// decode with this (the native one from its request-target, the edge one from the URL's
+// pathname), so a path means the same on both.
+bool DecodePath(const std::string& raw, std::string* out);
+HttpResponse MalformedTarget();  // 400 bad_request "malformed request target"
+
 // Field-value pieces of RFC 9110, shared by the native HTTP parser and the blob policy.
 bool IsOws(char c);                                                 // SP or HTAB
 std::string_view TrimOws(std::string_view s);                       // OWS off both ends

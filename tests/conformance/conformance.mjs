@@ -157,6 +157,11 @@ test("unknown routes, wrong methods and malformed paths get error envelopes", as
   const m = await call("DELETE", "/v1/keys", { token: opToken });
   expectError(m, 405);
   expectError(await call("GET", "/v1/jobs/%zz", { token: opToken }), 400, "bad_request");
+  // Both shells decode the path by the core's rule: escapes are bytes (not UTF-8 checked) and an
+  // escaped letter is the letter.
+  expectError(await call("GET", "/v1/jobs/%FF", { token: opToken }), 404, "not_found");
+  expectOk(await call("GET", "/heal%74hz"));
+  expectError(await call("GET", "/blobs/%zz?m=GET&exp=1&sig=x"), 400, "bad_request");
 });
 
 test("auth: missing, malformed and unknown tokens are 401; wrong role is 403", async () => {

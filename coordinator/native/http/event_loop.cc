@@ -323,7 +323,7 @@ void EventLoop::Impl::OnHead(HttpConn* c) {
   c->keep_alive = req.keep_alive && !draining;
   c->body.clear();
   if (!SplitTarget(req.target, &c->meta.path, &c->meta.query)) {
-    return RespondAndClose(c, FramingError(400, "malformed request target"), true);
+    return RespondAndClose(c, core::MalformedTarget(), true);
   }
   HeadAction action = handler->OnHead(c);
   switch (action.kind) {

@@ -5,10 +5,9 @@
 namespace gleaner::native {
 
 bool SplitTarget(const std::string& target, std::string* path, std::string* query) {
-  if (target.empty() || target[0] != '/') return false;
   size_t q = target.find('?');
   *query = q == std::string::npos ? "" : target.substr(q + 1);
-  return core::UrlDecode(target.substr(0, q), path, /*plus_is_space=*/false);
+  return core::DecodePath(target.substr(0, q), path);
 }
 
 std::string ResponseHead(const core::HttpResponse& r, int64_t content_length,

@@ -24,8 +24,8 @@ struct RequestMeta {
   SteadyClock::time_point start;  // when the request head was complete
 };
 
-// Splits a request-target into its decoded path and raw query; false on bad percent-encoding or
-// a target that is not origin-form.
+// Splits a request-target into its decoded path (core::DecodePath) and raw query; false on bad
+// percent-encoding or a target that is not origin-form.
 bool SplitTarget(const std::string& target, std::string* path, std::string* query);
 
 // The status line and headers of a response with a body of content_length bytes (its

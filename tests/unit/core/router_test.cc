@@ -235,3 +235,20 @@ TEST_CASE("keys: operator mints keys of the three roles - bad roles are 400", "[
                   {"agent_version", "1"}})
             .status == 400);
 }
+
+TEST_CASE("request paths are percent-decoded by one rule for both shells", "[router]") {
+  std::string out;
+  CHECK(core::DecodePath("/heal%74hz", &out));
+  CHECK(out == "/healthz");
+  CHECK(core::DecodePath("/a%2Fb+c", &out));  // '+' is a plus in a path
+  CHECK(out == "/a/b+c");
+  CHECK(core::DecodePath("/%FF", &out));  // a byte, not UTF-8 checked
+  CHECK(out == "/\xFF");
+  for (const char* bad : {"", "x/y", "/%zz", "/%4", "/%"}) {
+    INFO(bad);
+    CHECK_FALSE(core::DecodePath(bad, &out));
+  }
+  core::HttpResponse r = core::MalformedTarget();
+  CHECK(r.status == 400);
+  CHECK(r.body.find("\"bad_request\"") != std::string::npos);
+}

@@ -120,6 +120,24 @@ TEST_CASE("migrations, bootstrap and requests run through the JSON wire", "[sess
                                               {"entropy", std::string(64, '0')}}}})));
   CHECK(health["response"]["status"] == 200);
   CHECK(s.open_plans() == 0);
+  // The path is percent-decoded by the core's rule: an escaped letter routes like the letter,
+  // a malformed escape is the core's 400, a byte that is not UTF-8 is just a byte (404 here).
+  auto get = [&](const std::string& path) {
+    return DriveJson(s, *db,
+                     s.Start(DumpJson({{"op", "request"},
+                                       {"request",
+                                        {{"method", "GET"},
+                                         {"path", path},
+                                         {"now_ms", 1},
+                                         {"entropy", std::string(64, '0')}}}})))["response"];
+  };
+  CHECK(get("/heal%74hz")["status"] == 200);
+  Json malformed = get("/v1/jobs/%zz");
+  CHECK(malformed["status"] == 400);
+  CHECK(Parse(malformed["body"].get<std::string>())["error"]["code"] == "bad_request");
+  CHECK(get("/v1/jobs/%FF")["status"] == 401);  // no token: the path decoded fine
+  CHECK(get("nope")["status"] == 400);
+  CHECK(s.open_plans() == 0);
   // Without entropy in the request, the session's is used; with neither, the answer is 500.
   const std::string post = R"({"op":"request","request":{"method":"POST","path":"/v1/jobs",)"
                            R"("now_ms":1,"headers":[["authorization","Bearer tok"]],"body":"{}"}})";
@@ -169,5 +187,11 @@ TEST_CASE("bad ops, handles and results answer errors and leak no plans", "[sess
   Json auth = Parse(s.AuthorizeBlob(R"({"method":"GET","path":"/blobs/x","query":"","now_ms":1})"));
   CHECK(auth["ok"] == false);
   CHECK(auth["response"]["status"].get<int>() >= 400);
+  // The path comes percent-encoded and is decoded here, as the native shell decodes it.
+  Json bad =
+      Parse(s.AuthorizeBlob(R"({"method":"GET","path":"/blobs/%zz","query":"","now_ms":1})"));
+  CHECK(bad["ok"] == false);
+  CHECK(bad["response"]["status"] == 400);
+  CHECK(Parse(bad["response"]["body"].get<std::string>())["error"]["code"] == "bad_request");
   CHECK(Parse(s.AuthorizeBlob("[]"))["response"]["status"] == 500);
 }
