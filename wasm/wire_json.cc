@@ -239,20 +239,6 @@ Result<HttpRequest> RequestFromJson(const Json& j) {
   return r;
 }
 
-Json RequestToJson(const HttpRequest& r) {
-  Json headers = Json::array();
-  for (const auto& [k, v] : r.headers) headers.push_back({k, v});
-  Json j = {{"method", r.method},
-            {"path", r.path},
-            {"query", r.query},
-            {"headers", headers},
-            {"now_ms", r.now_ms},
-            {"entropy", HexEncode(r.entropy.data(), r.entropy.size())},
-            {"body_base64", Base64Encode(r.body)}};
-  if (!r.request_id.empty()) j["request_id"] = r.request_id;
-  return j;
-}
-
 void AppendResponseJson(std::string* out, const HttpResponse& r) {
   *out += "{\"status\":" + std::to_string(r.status) + ",\"content_type\":";
   AppendJsonString(out, r.content_type);
@@ -273,23 +259,6 @@ void AppendResponseJson(std::string* out, const HttpResponse& r) {
     AppendJsonString(out, Base64Encode(r.body));
   }
   out->push_back('}');
-}
-
-Json SqlValueToJson(const SqlValue& v) {
-  switch (v.type()) {
-    case SqlValue::Type::kNull:
-      return nullptr;
-    case SqlValue::Type::kInt:
-      return v.AsInt();
-    case SqlValue::Type::kReal: {
-      double d = v.AsReal();
-      if (!std::isfinite(d)) return nullptr;  // JSON has no NaN/Inf; SQLite stores them as NULL
-      return d;
-    }
-    case SqlValue::Type::kText:
-      return v.AsText();
-  }
-  return nullptr;
 }
 
 namespace {
@@ -527,23 +496,6 @@ BatchResult BatchResultFromJson(const Json& j) {
     r.results.push_back(std::move(rows));
   }
   return r;
-}
-
-Json BatchResultToJson(const BatchResult& r) {
-  if (!r.status.ok()) {
-    return {{"error", {{"code", CodeName(r.status.code())}, {"message", r.status.message()}}}};
-  }
-  Json results = Json::array();
-  for (const Rows& rows : r.results) {
-    Json data = Json::array();
-    for (const auto& row : rows.rows) {
-      Json values = Json::array();
-      for (const auto& v : row) values.push_back(SqlValueToJson(v));
-      data.push_back(std::move(values));
-    }
-    results.push_back({{"columns", rows.columns}, {"rows", std::move(data)}});
-  }
-  return {{"results", std::move(results)}};
 }
 
 }  // namespace gleaner::edge

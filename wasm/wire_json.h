@@ -38,7 +38,6 @@ namespace gleaner::edge {
 Result<core::CoreConfig> ConfigFromJson(const Json& j);
 
 Result<core::HttpRequest> RequestFromJson(const Json& j);
-Json RequestToJson(const core::HttpRequest& r);  // body always as body_base64
 
 // Text bodies that are valid UTF-8 go out as "body", anything else as "body_base64".
 void AppendResponseJson(std::string* out, const core::HttpResponse& r);
@@ -46,7 +45,6 @@ void AppendResponseJson(std::string* out, const core::HttpResponse& r);
 // s as a JSON string literal (escaped; bytes >= 0x80 pass as they are), appended to out.
 void AppendJsonString(std::string* out, std::string_view s);
 void AppendSqlValueJson(std::string* out, const core::SqlValue& v);
-Json SqlValueToJson(const core::SqlValue& v);
 
 // The batch as D1 must receive it. D1 binds every JavaScript number as REAL and refuses BigInt
 // (tests/conformance/d1_binding.mjs checks what the pinned runtime does), so a bound integer would
@@ -82,7 +80,6 @@ class D1Statements {
 // A statement's rows or the batch's error, as the shell reports them. A malformed result is
 // turned into an internal error (the continuation then answers 500), never a crash.
 core::BatchResult BatchResultFromJson(const Json& j);
-Json BatchResultToJson(const core::BatchResult& r);
 
 // RFC 4648 base64 (standard alphabet, padded).
 std::string Base64Encode(const std::string& bytes);

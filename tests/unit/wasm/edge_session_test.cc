@@ -6,11 +6,13 @@
 #include "coordinator/core/migrations.h"
 #include "coordinator/core/settings.h"
 #include "coordinator/native/db/sqlite_executor.h"
+#include "tests/unit/wasm/shell_side.h"
 #include "wasm/wire_json.h"
 
 using namespace gleaner;
 using namespace gleaner::core;
 using namespace gleaner::edge;
+using namespace gleaner::edge::testing;
 
 namespace {
 

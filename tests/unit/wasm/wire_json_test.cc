@@ -3,10 +3,12 @@
 #include <catch2/catch.hpp>
 
 #include "coordinator/native/db/sqlite_executor.h"
+#include "tests/unit/wasm/shell_side.h"
 
 using namespace gleaner;
 using namespace gleaner::core;
 using namespace gleaner::edge;
+using namespace gleaner::edge::testing;
 
 namespace {
 Json Parse(const std::string& text) {

@@ -2,12 +2,12 @@
 // Throughput of the coordinator's single writer, measured black-box over HTTP: job submissions,
 // claims (POST /v1/work) and heartbeats per second with C concurrent clients.
 //
-//   node wasm/load.mjs --target edge|native [--jobs N] [--clients C] [--seconds S] [--bin PATH]
-//   node wasm/load.mjs --url https://... --operator-token T [--jobs N] ...
+//   node tests/bench/edge/load.mjs --target edge|native [--jobs N] [--clients C] [--seconds S] [--bin PATH]
+//   node tests/bench/edge/load.mjs --url https://... --operator-token T [--jobs N] ...
 //
 // Starts the target like the conformance suite does (fresh database, loopback port), prints
 // one JSON line of results. Every request must succeed; any other status aborts the run.
-import { startTarget } from "../tests/conformance/targets.mjs";
+import { startTarget } from "../../conformance/targets.mjs";
 
 const argv = process.argv.slice(2);
 const opt = (name, def) => {
