@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "agent/protocol/trainer_protocol.h"
 #include "tests/unit/train/train_test_util.h"
 
 namespace gleaner::train::testing {
