@@ -18,20 +18,23 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 TensorMap TwoTensors(double scale_b) {
   torch::manual_seed(3);
-  return {{"a.lora_A.weight", torch::randn({4, 8})},
-          {"a.lora_B.weight", torch::randn({8, 4}) * scale_b}};
+  return {{"a.lora_A.weight", torch::randn({4, 8}, torch::kFloat64)},
+          {"a.lora_B.weight", torch::randn({8, 4}, torch::kFloat64) * scale_b}};
 }
 
-// Runs `gleaner-train compare-checkpoints args...`; its stdout in *out, the exit code returned.
-int Compare(const std::string& args, std::string* out) {
-  std::string cmd =
-      std::string(GLEANER_BIN_DIR) + "/gleaner-train compare-checkpoints " + args + " 2>/dev/null";
+// Runs `gleaner-train compare-checkpoints args...`; its stdout in *out (stderr in *err when
+// given), the exit code returned.
+int Compare(const std::string& args, std::string* out, std::string* err = nullptr) {
+  TempDir tmp;
+  std::string cmd = std::string(GLEANER_BIN_DIR) + "/gleaner-train compare-checkpoints " + args +
+                    " 2>" + (tmp / "stderr");
   FILE* p = ::popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
   char buf[4096];
   out->clear();
   while (size_t n = std::fread(buf, 1, sizeof buf, p)) out->append(buf, n);
   int status = ::pclose(p);
+  if (err != nullptr) *err = Bytes(tmp / "stderr");
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
@@ -43,16 +46,18 @@ Json MustParse(const std::string& line) {
 
 }  // namespace
 
-TEST_CASE("replay distance: relative L2 per tensor, symmetric, +inf for what cannot agree",
+TEST_CASE("replay distance: symmetric relative L2 per tensor and +inf for what cannot agree",
           "[lora_sd][replay]") {
-  torch::Tensor a = torch::randn({16, 4});
+  // float64, so that the expected distances below are exact to the last digits.
+  torch::Tensor a = torch::randn({16, 4}, torch::kFloat64);
   CHECK(*lora_sd::TensorDistance(a, a.clone()) == 0);
-  // ||a - 1.001a|| / max(||a||, ||1.001a||) = 0.001 / 1.001, whichever side is first.
-  CHECK(*lora_sd::TensorDistance(a, a * 1.001) == Approx(0.001 / 1.001).epsilon(1e-9));
-  CHECK(*lora_sd::TensorDistance(a * 1.001, a) == Approx(0.001 / 1.001).epsilon(1e-9));
+  // ||a - 1.25a|| / max(||a||, ||1.25a||) = 0.25 / 1.25, whichever side is first.
+  CHECK(*lora_sd::TensorDistance(a, a * 1.25) == Approx(0.2).epsilon(1e-12));
+  CHECK(*lora_sd::TensorDistance(a * 1.25, a) == Approx(0.2).epsilon(1e-12));
   CHECK(*lora_sd::TensorDistance(torch::zeros({3}), torch::zeros({3})) == 0);
   // bf16 against fp32: compared in float64.
   CHECK(*lora_sd::TensorDistance(a.to(torch::kBFloat16), a) < 4e-3);
+  CHECK(*lora_sd::TensorDistance(a.to(torch::kFloat32), a) < 1e-7);
   CHECK(*lora_sd::TensorDistance(a, torch::randn({4, 16})) == kInf);
   torch::Tensor nan = a.clone();
   nan[0][0] = std::nan("");
@@ -66,11 +71,12 @@ TEST_CASE("replay distance: relative L2 per tensor, symmetric, +inf for what can
 TEST_CASE("replay distance: the worst tensor decides against the tolerance", "[lora_sd][replay]") {
   TensorMap ref = TwoTensors(1.0);
   TensorMap got = ref;
-  got["a.lora_B.weight"] = ref["a.lora_B.weight"] * (1 + 1e-4);
+  const double e = std::ldexp(1.0, -13);  // 1.2e-4, exact as a float scalar too
+  got["a.lora_B.weight"] = ref["a.lora_B.weight"] * (1 + e);
   Result<lora_sd::ReplayDistance> d = lora_sd::CompareLora(got, ref, 1e-3);
   REQUIRE(d.ok());
   CHECK(d->worst_tensor == "a.lora_B.weight");
-  CHECK(d->worst == Approx(1e-4 / (1 + 1e-4)).epsilon(1e-6));
+  CHECK(d->worst == Approx(e / (1 + e)).epsilon(1e-9));
   CHECK(d->median == Approx(d->worst / 2).epsilon(1e-6));
   CHECK(d->tensors == 2);
   CHECK(d->within);
@@ -100,13 +106,13 @@ TEST_CASE("replay distance: the worst tensor decides against the tolerance", "[l
 }
 
 TEST_CASE(
-    "compare-checkpoints: one JSON line, exit 0 within the tolerance, 1 outside, 2 on bad "
-    "input",
+    "compare-checkpoints: one JSON line and exit 0 within the tolerance or 1 outside or 2 on "
+    "bad input",
     "[lora_sd][replay][cli]") {
-  // Two real checkpoints of the same job at step 4 (bit-identical on CPU) and one of a job with
-  // another seed.
+  // Two real checkpoints of the same job at step 4 (bit-identical on CPU; the last step writes
+  // the output, not a checkpoint) and one of a job with another seed.
   TinyJob job;
-  Json spec = job.Spec({{"steps", 4}, {"checkpoint_every", 4}, {"rank", 2}});
+  Json spec = job.Spec({{"steps", 6}, {"checkpoint_every", 4}, {"rank", 2}});
   REQUIRE(job.Run(spec, job.tmp / "w1") == kExitDone);
   REQUIRE(job.Run(spec, job.tmp / "w2") == kExitDone);
   spec["params"]["seed"] = 5;
@@ -115,8 +121,10 @@ TEST_CASE(
   std::string c2 = job.tmp / "w2/checkpoints/0000000004";
   std::string c3 = job.tmp / "w3/checkpoints/0000000004";
 
-  std::string out;
-  REQUIRE(Compare(c1 + " " + c2, &out) == 0);
+  std::string out, err;
+  int rc = Compare(c1 + " " + c2, &out, &err);
+  INFO(err);
+  REQUIRE(rc == 0);
   Json j = MustParse(out);
   CHECK(j["distance"] == 0.0);
   CHECK(j["within"] == true);
@@ -133,11 +141,12 @@ TEST_CASE(
   // Files work as well as directories; a perturbed copy is caught at a tolerance below it.
   TensorMap lora = MustLoad(c1 + "/lora.safetensors");
   TensorMap noisy = lora;
-  for (auto& [k, v] : noisy) v = v * (1 + 1e-3);
+  const double e = std::ldexp(1.0, -10);  // about 1e-3
+  for (auto& [k, v] : noisy) v = v * (1 + e);
   REQUIRE(SaveSafetensors(job.tmp / "noisy.safetensors", noisy).ok());
   CHECK(Compare(c1 + "/lora.safetensors " + (job.tmp / "noisy.safetensors") + " --tolerance 1e-4",
                 &out) == 1);
-  CHECK(MustParse(out)["distance"].get<double>() == Approx(1e-3 / (1 + 1e-3)).epsilon(1e-4));
+  CHECK(MustParse(out)["distance"].get<double>() == Approx(e / (1 + e)).epsilon(1e-3));
   // A LoRA with another tensor set disagrees (distance null: infinite).
   noisy.erase(noisy.begin());
   REQUIRE(SaveSafetensors(job.tmp / "fewer.safetensors", noisy).ok());
