@@ -297,6 +297,9 @@ int main(int argc, char** argv) {
         rule.name, factor, rule.honest, tol, weakest->name.c_str(), weakest->max,
         tol > 0 ? weakest->max / tol : std::numeric_limits<double>::infinity());
   }
+  std::printf(
+      "note: honest distances grow with m, bf16 ones in a jump once a rounding flips (see "
+      "docs/benchmarks.md): measure with --m set to the job's checkpoint interval\n");
   std::printf("wall time %.1f s\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   std::error_code ec;
