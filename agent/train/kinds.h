@@ -36,6 +36,9 @@ int VaeMain(int argc, char** argv);
 int ScheduleMain(int argc, char** argv);
 // `gleaner-train sample ...` (sampling/sample_main.cc): one image from a diffusers model folder.
 int SampleMain(int argc, char** argv);
+// `gleaner-train compare-checkpoints A B [--tolerance T]` (lora_sd/compare_main.cc): the worst
+// per-tensor relative L2 distance of two LoRAs as one JSON line; exit 0 within T, 1 outside.
+int CompareCheckpointsMain(int argc, char** argv);
 #endif
 
 }  // namespace gleaner::train

@@ -92,6 +92,9 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "sample") == 0) {
     return gleaner::train::SampleMain(argc - 2, argv + 2);
   }
+  if (argc >= 2 && std::strcmp(argv[1], "compare-checkpoints") == 0) {
+    return gleaner::train::CompareCheckpointsMain(argc - 2, argv + 2);
+  }
 #endif
   return Usage();
 }
