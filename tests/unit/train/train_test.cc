@@ -93,6 +93,17 @@ TEST_CASE("SDXL-shaped: 20 steps straight and 10 + resume + 10 give byte-identic
 
 namespace {
 
+// A replay: the job's run resumed from `resume` ("" = from scratch) with --stop-at-step.
+int Replay(const TinyJob& job, const Json& params, const std::string& work,
+           const std::string& resume, int64_t stop_at) {
+  RunArgs a;
+  a.spec = job.Spec(params);
+  a.work_dir = work;
+  a.resume_dir = resume;
+  a.stop_at_step = stop_at;
+  return RunLoraSd(a);
+}
+
 bool PathExists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
@@ -129,14 +140,14 @@ TEST_CASE("--stop-at-step writes the checkpoint of that step byte for byte as a 
   REQUIRE(job.Run(job.Spec(params), full) == kExitDone);
   // On the schedule, from the checkpoint before it: the full run's checkpoint 8.
   std::string a = job.tmp / "a";
-  REQUIRE(job.Run(job.Spec(params), a, CheckpointDirFor(full, 4), 8) == kExitDone);
+  REQUIRE(Replay(job, params, a, CheckpointDirFor(full, 4), 8) == kExitDone);
   CHECK((CheckpointFiles(CheckpointDirFor(a, 8), 8) ==
          CheckpointFiles(CheckpointDirFor(full, 8), 8)));
   CHECK_FALSE(PathExists(OutputDirFor(a)));
   // Off the schedule: from scratch and from checkpoint 4, the same step 6.
   std::string b = job.tmp / "b", c = job.tmp / "c";
-  REQUIRE(job.Run(job.Spec(params), b, "", 6) == kExitDone);
-  REQUIRE(job.Run(job.Spec(params), c, CheckpointDirFor(full, 4), 6) == kExitDone);
+  REQUIRE(Replay(job, params, b, "", 6) == kExitDone);
+  REQUIRE(Replay(job, params, c, CheckpointDirFor(full, 4), 6) == kExitDone);
   CHECK((CheckpointFiles(CheckpointDirFor(b, 6), 6) == CheckpointFiles(CheckpointDirFor(c, 6), 6)));
   // ... and resuming from it finishes with the full run's outputs.
   std::string d = job.tmp / "d";
@@ -147,12 +158,12 @@ TEST_CASE("--stop-at-step writes the checkpoint of that step byte for byte as a 
   }
   // The last step: a checkpoint there, no output.
   std::string e = job.tmp / "e";
-  REQUIRE(job.Run(job.Spec(params), e, CheckpointDirFor(full, 8), 12) == kExitDone);
+  REQUIRE(Replay(job, params, e, CheckpointDirFor(full, 8), 12) == kExitDone);
   CheckpointFiles(CheckpointDirFor(e, 12), 12);
   CHECK_FALSE(PathExists(OutputDirFor(e)));
   // Beyond the job, or not after the resume point: the job's fault.
-  CHECK(job.Run(job.Spec(params), job.tmp / "f", "", 13) == kExitFailed);
-  CHECK(job.Run(job.Spec(params), job.tmp / "g", CheckpointDirFor(full, 8), 8) == kExitFailed);
+  CHECK(Replay(job, params, job.tmp / "f", "", 13) == kExitFailed);
+  CHECK(Replay(job, params, job.tmp / "g", CheckpointDirFor(full, 8), 8) == kExitFailed);
 }
 
 namespace {

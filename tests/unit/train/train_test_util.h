@@ -166,14 +166,11 @@ struct TinyJob {
         {"inputs", {{"model", tmp / "weights.safetensors"}, {"dataset", tmp / "data.safetensors"}}},
         {"model", {{"config", UNetConfigToJson(config)}}}};
   }
-  // stop_at > 0: a replay (--stop-at-step).
-  int Run(const Json& spec, const std::string& work, const std::string& resume = "",
-          int64_t stop_at = 0) const {
+  int Run(const Json& spec, const std::string& work, const std::string& resume = "") const {
     RunArgs a;
     a.spec = spec;
     a.work_dir = work;
     a.resume_dir = resume;
-    a.stop_at_step = stop_at;
     return RunLoraSd(a);
   }
 };
