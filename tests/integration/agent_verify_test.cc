@@ -23,15 +23,6 @@ constexpr int64_t kSeed = 11;
 const Json kParams = {
     {"steps", kSteps}, {"checkpoint_every", kEvery}, {"step_ms", 20}, {"seed", kSeed}};
 
-std::map<std::string, std::string> NodeStates(Fleet& f) {
-  HttpResult r = f.coordinator().OperatorClient().Get("/v1/nodes?limit=100");
-  REQUIRE(r.status == 200);
-  std::map<std::string, std::string> out;
-  const Json body = r.json();
-  for (const Json& n : body["nodes"]) out[n["id"]] = n["state"];
-  return out;
-}
-
 // The job completed and no replay of it is open.
 bool Settled(Fleet& f, const std::string& job) {
   Json j = f.Job(job);
@@ -68,7 +59,7 @@ TEST_CASE("agents with --verify replay each other's segments and agree on every 
     CHECK(v["node_id"] != v["trainer_node"]);
     CHECK(v["result_sha256"] == v["claimed_sha256"]);
   }
-  for (const auto& [id, state] : NodeStates(f)) CHECK(state == "active");
+  for (const auto& [id, state] : NodeStates(f.coordinator())) CHECK(state == "active");
   CHECK((a.Log() + b.Log()).find("committed the checkpoint of step") != std::string::npos);
 }
 
@@ -110,7 +101,7 @@ TEST_CASE("a forging trainer is caught by gleaner-agent verifiers and the job en
 
   // The job was rewound and finished by the agents: the honest chain.
   CHECK(f.ResultChain(job) == ExpectedChain(kSeed, kSteps) + "\n");
-  std::map<std::string, std::string> states = NodeStates(f);
+  std::map<std::string, std::string> states = NodeStates(f.coordinator());
   CHECK(states[forger.id()] == "quarantined");
   CHECK(states[a.NodeId()] == "active");
   CHECK(states[b.NodeId()] == "active");
