@@ -329,7 +329,7 @@ std::string PackedSha(const std::string& dir, const TempDir& scratch, int64_t st
 
 }  // namespace
 
-TEST_CASE("--stop-at-step: the checkpoint of that step, byte-identical to a full run's, no output",
+TEST_CASE("a replay (--stop-at-step): the checkpoint of that step, as a full run wrote it",
           "[synthetic][replay]") {
   TempDir full;
   Json params = {{"steps", 20}, {"checkpoint_every", 5}, {"seed", 7}};
@@ -361,7 +361,7 @@ TEST_CASE("--stop-at-step: the checkpoint of that step, byte-identical to a full
         kExitFailed);
 }
 
-TEST_CASE("--stop-at-step off the schedule equals the checkpoint a SIGTERM wrote there",
+TEST_CASE("a replay (--stop-at-step) off the schedule equals the checkpoint a SIGTERM wrote",
           "[synthetic][replay]") {
   TempDir t;
   Json params = {{"steps", 100000}, {"step_ms", 2}, {"checkpoint_every", 7}, {"seed", 3}};

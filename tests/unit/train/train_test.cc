@@ -123,7 +123,7 @@ std::map<std::string, std::string> CheckpointFiles(const std::string& dir, int64
 
 // A replay of a segment (verification) must give the very bytes the trainer committed: on the
 // checkpoint schedule, off it (where a stopped run checkpoints), and at the job's last step.
-TEST_CASE("--stop-at-step writes the checkpoint of that step byte for byte as a full run does",
+TEST_CASE("a replay (--stop-at-step) writes the checkpoint of that step as a full run does",
           "[lora_sd][resume][replay]") {
   TinyJob job(8);
   Json params = {{"steps", 12},
