@@ -156,7 +156,7 @@ JobState Replaying() {
 
 }  // namespace
 
-TEST_CASE("a replay that reaches its stop step is committed; any other end is dropped",
+TEST_CASE("a replay that reaches its stop step is committed, any other end dropped",
           "[job_state]") {
   CHECK(Step(Replaying(), Exited(kExitDone)).state.verdict == Verdict::kComplete);
   // A replay has no release and no fail to report: its lease lapses for another node.
