@@ -2,7 +2,12 @@
 // shared by every job kind. docs/agent.md describes it for humans; this is its code.
 //
 // Invocation:  gleaner-train run --spec SPEC.json --work-dir DIR [--resume CKPT_DIR]
-//                                [--cache-dir CACHE_DIR]
+//                                [--cache-dir CACHE_DIR] [--stop-at-step N]
+//   N: a replay of a training segment (a verification lease): train to step N (<= steps),
+//     write the checkpoint of step N even if it is off the checkpoint_every schedule, exit
+//     kExitDone with no output and no samples. That checkpoint is byte-identical to the one an
+//     uninterrupted run (or one stopped by SIGTERM right after step N) writes at N, so two
+//     nodes' archives of it have the same sha256 where the kind is exact.
 //   CACHE_DIR: outlives DIR (the agent keeps it across the job's leases on this node); a kind
 //     may keep there what is costly to recompute, written durably and validated before reuse.
 //     Without it, such files go in DIR. Kinds that have nothing to keep ignore it.

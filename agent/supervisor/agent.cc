@@ -127,7 +127,7 @@ int RunAgent(const AgentConfig& config, net::HttpClient* http, ShutdownState* sd
     double retry_after = 0;
     if (between_jobs) between_jobs(&api, after_job);
     after_job = false;
-    Result<std::optional<Assignment>> work = api.Work(&retry_after);
+    Result<std::optional<Assignment>> work = api.Work(&retry_after, config.verify);
     if (!work.ok()) {
       if (work.status().code() == Code::kUnauthenticated && !reregistered) {
         // Our token was refused (a lost identity file restored from an old copy, or revoked):

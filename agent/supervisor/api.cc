@@ -142,6 +142,17 @@ bool ReadFolder(const Json& files, const std::string& name, std::vector<RemoteOb
   return true;
 }
 
+// A heartbeat's answer (job or verification lease): {cancel?, ttl_s?}.
+Result<HeartbeatReply> ParseHeartbeatReply(const Result<Json>& j) {
+  if (!j.ok()) return j.status();
+  HeartbeatReply r;
+  auto c = j->find("cancel");
+  r.cancel = c != j->end() && c->is_boolean() && c->get<bool>();
+  auto ttl = j->find("ttl_s");
+  if (ttl != j->end() && ttl->is_number() && ttl->get<double>() > 0) r.ttl_s = ttl->get<double>();
+  return r;
+}
+
 }  // namespace
 
 Result<Downloads> ParseDownloads(const Json& j) {
@@ -212,14 +223,26 @@ Result<Assignment> ParseAssignment(const Json& j) {
   a.inputs = std::move(d->inputs);
   a.resume = std::move(d->resume);
   a.resume_step = d->resume_step;
+  if (j.contains("verification")) {
+    const Json* verification = nullptr;
+    top.Object("verification", &verification, true);
+    if (!top.ok()) return top.status();
+    FieldReader vr(*verification, "verification.");
+    vr.String("id", &a.verification_id, true, 256);
+    vr.Int("stop_step", &a.stop_step, true, 1, a.steps > 0 ? a.steps : int64_t(1) << 40);
+    if (vr.ok() && a.stop_step <= a.resume_step) vr.Fail("stop_step is not after the resume step");
+    if (!vr.ok()) return vr.status();
+  }
   return a;
 }
 
-Result<std::optional<Assignment>> CoordinatorApi::Work(double* retry_after_s) {
+Result<std::optional<Assignment>> CoordinatorApi::Work(double* retry_after_s, bool verify) {
   *retry_after_s = 0;
   net::HttpResponse raw;
   const auto asked_at = std::chrono::steady_clock::now();
-  Result<Json> j = Call("POST", "/v1/work", Json::object(), &raw);
+  Json body = Json::object();
+  if (verify) body["verify"] = true;
+  Result<Json> j = Call("POST", "/v1/work", body, &raw);
   auto ra = raw.headers.find("retry-after");
   if (ra != raw.headers.end()) *retry_after_s = std::atof(ra->second.c_str());
   if (!j.ok()) return j.status();
@@ -243,14 +266,32 @@ Result<HeartbeatReply> CoordinatorApi::Heartbeat(const std::string& job, int64_t
                                                  int timeout_ms) {
   Json body = {{"epoch", epoch}, {"step", step}};
   if (has_loss && loss == loss) body["loss"] = loss;
-  Result<Json> j = Call("POST", "/v1/jobs/" + job + "/heartbeat", body, nullptr, timeout_ms);
+  return ParseHeartbeatReply(
+      Call("POST", "/v1/jobs/" + job + "/heartbeat", body, nullptr, timeout_ms));
+}
+
+Result<HeartbeatReply> CoordinatorApi::VerificationHeartbeat(const std::string& id, int64_t epoch,
+                                                             int64_t step, int timeout_ms) {
+  return ParseHeartbeatReply(Call("POST", "/v1/verifications/" + id + "/heartbeat",
+                                  Json{{"epoch", epoch}, {"step", step}}, nullptr, timeout_ms));
+}
+
+Result<std::string> CoordinatorApi::VerificationCheckpointUrl(const std::string& id,
+                                                              int64_t epoch) {
+  Result<Json> j = Call("POST", "/v1/verifications/" + id + "/checkpoint", Json{{"epoch", epoch}});
   if (!j.ok()) return j.status();
-  HeartbeatReply r;
-  auto c = j->find("cancel");
-  r.cancel = c != j->end() && c->is_boolean() && c->get<bool>();
-  auto ttl = j->find("ttl_s");
-  if (ttl != j->end() && ttl->is_number() && ttl->get<double>() > 0) r.ttl_s = ttl->get<double>();
-  return r;
+  std::string url;
+  FieldReader f(*j);
+  f.String("url", &url, true, 8192);
+  if (!f.ok()) return Status::Unavailable("verification checkpoint: " + f.status().message());
+  return Resolve(url);
+}
+
+Status CoordinatorApi::VerificationCommit(const std::string& id, int64_t epoch,
+                                          const std::string& sha256, int64_t size) {
+  return Call("POST", "/v1/verifications/" + id + "/commit",
+              Json{{"epoch", epoch}, {"sha256", sha256}, {"size", size}})
+      .status();
 }
 
 Result<std::string> CoordinatorApi::CreateCheckpoint(const std::string& job, int64_t epoch,

@@ -50,6 +50,11 @@ struct Assignment {
   std::vector<RemoteObject> inputs;
   std::optional<RemoteObject> resume;
   int64_t resume_step = 0;
+  // A verification lease (claim's "verification"; docs/api.md "Verification"): replay the job
+  // from `resume` (none: from scratch) to stop_step and deliver that checkpoint through the
+  // verification's routes; epoch is the verification's. Empty id for a job lease.
+  std::string verification_id;
+  int64_t stop_step = 0;
 };
 
 struct HeartbeatReply {
@@ -81,7 +86,8 @@ class CoordinatorApi {
                                 const std::string& gpu_name, int64_t vram_mb,
                                 const std::string& agent_version, const std::string& node_secret);
   // nullopt = no work now; *retry_after_s gets the server's Retry-After (seconds) or 0.
-  Result<std::optional<Assignment>> Work(double* retry_after_s);
+  // verify: also take verification leases ({"verify": true}) when no job fits.
+  Result<std::optional<Assignment>> Work(double* retry_after_s, bool verify = false);
   // timeout_ms bounds the whole call (the lease may run out while a reply is awaited).
   // The claim's inputs and resume with freshly minted URLs (the first ones expire after
   // blob_url_ttl_s, which a long download can outlast).
@@ -100,6 +106,15 @@ class CoordinatorApi {
   Status Complete(const std::string& job, int64_t epoch, const std::vector<OutputFile>& outputs);
   Status Fail(const std::string& job, int64_t epoch, const std::string& reason);
   Status Release(const std::string& job, int64_t epoch, const std::string& reason);
+
+  // A verification lease's routes (`id` = v_…, `epoch` the verification's): the heartbeat (its
+  // cancel: the verification was voided), where to PUT the replayed checkpoint's archive, and
+  // the commit of its sha256 and size.
+  Result<HeartbeatReply> VerificationHeartbeat(const std::string& id, int64_t epoch, int64_t step,
+                                               int timeout_ms = 30000);
+  Result<std::string> VerificationCheckpointUrl(const std::string& id, int64_t epoch);
+  Status VerificationCommit(const std::string& id, int64_t epoch, const std::string& sha256,
+                            int64_t size);
 
   // GET /v1/agent/release: the signed release envelope (JSON text) for platform/channel, or
   // nullopt when none is published (404).

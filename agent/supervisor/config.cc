@@ -35,6 +35,7 @@ const char* const kKeys[] = {"coordinator",
                              "release-keys",
                              "release-channel",
                              "update-interval",
+                             "verify",
                              nullptr};
 
 bool Known(const std::string& k) {
@@ -79,6 +80,7 @@ const char* AgentUsage() {
          "  [--release-keys FILE] [--release-channel NAME (stable)] [--update-interval S (3600)]\n"
          "  [--self-test (check this binary: reach the coordinator, run a tiny job; exit 0)]\n"
          "  [--max-poll-interval S (60)] [--ca-file PEM] [--once]\n"
+         "  [--verify (also replay other nodes' training segments to check them)]\n"
          "owner controls: [--gpus 0,1|GPU-UUID] [--max-vram-mb N]\n"
          "  [--work-hours 'Mon-Fri 22:00-07:00'] [--pause-programs a,b] [--max-gpu-temp C]\n"
          "  [--idle-minutes N] [--owner-check-interval S (5)]\n"
@@ -126,6 +128,10 @@ Result<AgentConfig> ParseAgentConfig(int argc, char** argv) {
     }
     if (a == "--self-test") {
       self_test = true;
+      continue;
+    }
+    if (a == "--verify") {  // a switch; "--verify=false" (or verify=false in a file) turns it off
+      flags["verify"] = "true";
       continue;
     }
     if (a.rfind("--", 0) != 0) return Status::Invalid("unexpected argument '" + a + "'");
@@ -184,6 +190,13 @@ Result<AgentConfig> ParseAgentConfig(int argc, char** argv) {
       return Status::Invalid(std::string("--") + n.key + " must be a number in [" +
                              std::to_string(n.lo) + ", " + std::to_string(n.hi) + "]");
     }
+  }
+  auto verify = values.find("verify");
+  if (verify != values.end()) {
+    if (verify->second != "true" && verify->second != "false") {
+      return Status::Invalid("verify must be true or false");
+    }
+    c.verify = verify->second == "true";
   }
   Status owner = ParseOwnerControls(values, &c.owner);
   if (!owner.ok()) return owner;

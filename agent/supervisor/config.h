@@ -31,7 +31,10 @@ struct AgentConfig {
   int keep_checkpoints = 3;         // --keep-checkpoints
   double idle_poll_max_s = 60;      // --max-poll-interval: cap on waits between work requests
   bool once = false;                // --once: exit after one job (tests, benchmarks)
-  OwnerControls owner;              // --gpus, --max-vram-mb, --work-hours, ... (owner_policy.h)
+  // --verify / verify=true: also take replays of other nodes' training segments (verification
+  // leases, docs/agent.md "Replays") when no job fits. Off by default.
+  bool verify = false;
+  OwnerControls owner;  // --gpus, --max-vram-mb, --work-hours, ... (owner_policy.h)
 };
 
 // The release version; a test build of gleaner-agent overrides it (GLEANER_AGENT_VERSION).

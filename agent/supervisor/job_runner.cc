@@ -42,6 +42,8 @@ const char* JobOutcomeName(JobOutcome o) {
       return "canceled";
     case JobOutcome::kAbandoned:
       return "abandoned";
+    case JobOutcome::kDropped:
+      return "dropped";
   }
   return "?";
 }
@@ -85,7 +87,11 @@ class Run {
         job_(job),
         sd_(shutdown),
         work_dir_(state->JobDir(job.job_id, job.epoch)),
-        cache_dir_(state->JobCacheDir(job.job_id)) {}
+        cache_dir_(state->JobCacheDir(job.job_id)) {
+    if (!job.verification_id.empty()) state_.work = JobState::Work::kReplay;
+    // A replay's work dir is its own (the verification's epoch is not the job's).
+    if (state_.replay()) work_dir_ = state->JobDir(job.verification_id, job.epoch);
+  }
 
   JobOutcome Go();
 
@@ -132,6 +138,29 @@ class Run {
   JobOutcome ReportFailure(const std::string& reason);
   JobOutcome Release(const std::string& reason);
   JobOutcome Lost();
+  // A replay: pack the checkpoint of stop_step, upload it, commit its sha256.
+  JobOutcome CommitReplay();
+  // A replay given up: nothing to report (its lease lapses for another node).
+  JobOutcome Drop(const std::string& reason);
+  bool replay() const { return !job_.verification_id.empty(); }
+  // "job j_…" or "replay v_… of job j_…", for the log.
+  std::string What() const {
+    return job_.verification_id.empty()
+               ? "job " + job_.job_id
+               : "replay " + job_.verification_id + " of job " + job_.job_id;
+  }
+  Result<HeartbeatReply> SendHeartbeat(int timeout_ms) {
+    if (replay())
+      return api_->VerificationHeartbeat(job_.verification_id, job_.epoch, step_, timeout_ms);
+    double loss;
+    bool has_loss;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      loss = loss_;
+      has_loss = has_loss_;
+    }
+    return api_->Heartbeat(job_.job_id, job_.epoch, step_, loss, has_loss, timeout_ms);
+  }
   // The job has ended for this node (completed, failed, canceled): its cache goes too.
   void RemoveJobCache() {
     Status s = files::RemoveTree(cache_dir_);
@@ -175,7 +204,7 @@ void Run::Apply(const JobEvent& e) {
     if (step.action == TrainerAction::kCheckpoint) {
       context = sd_->stop.requested() ? "shutdown requested: " : "handing the job back: ";
     }
-    Log("job %s: %s%s", job_.job_id.c_str(), context, step.why.c_str());
+    Log("%s: %s%s", What().c_str(), context, step.why.c_str());
   }
   if (step.action != TrainerAction::kNone && child_ != nullptr) {
     child_->Signal(step.action == TrainerAction::kKill ? SIGKILL : SIGTERM);
@@ -198,29 +227,21 @@ void Run::HeartbeatLoop() {
     if (hb_stop_.WaitFor(std::max(0.0, std::min(wait, LeaseSecondsLeft())))) return;
     Apply(Tick());
     if (state().finishing || !state().held()) return;
-    double loss;
-    bool has_loss;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      loss = loss_;
-      has_loss = has_loss_;
-    }
     JobEvent renewed = Event(JobEvent::Type::kLeaseRenewed);  // at_s: when it was asked
     // Never wait for a reply past the lease's end, and leave time for a retry when the
     // lease allows it (a call stuck on a dead connection must not use up the whole lease).
     const double left = LeaseSecondsLeft();
     const int timeout_ms = int(
         1000 * std::clamp(std::min(left, std::max(1.0, std::min(interval, left / 2))), 0.1, 30.0));
-    Result<HeartbeatReply> r =
-        api_->Heartbeat(job_.job_id, job_.epoch, step_, loss, has_loss, timeout_ms);
+    Result<HeartbeatReply> r = SendHeartbeat(timeout_ms);
     if (state().finishing) return;
     if (!r.ok()) {
       if (r.status().code() == Code::kConflict) {
-        Log("job %s: heartbeat refused (%s)", job_.job_id.c_str(), r.status().message().c_str());
+        Log("%s: heartbeat refused (%s)", What().c_str(), r.status().message().c_str());
         Apply(Event(JobEvent::Type::kLeaseRefused));
         return;
       }
-      Log("job %s: heartbeat failed: %s", job_.job_id.c_str(), r.status().ToString().c_str());
+      Log("%s: heartbeat failed: %s", What().c_str(), r.status().ToString().c_str());
       wait = retry;
       continue;
     }
@@ -238,7 +259,7 @@ void Run::OnStdout(const std::string& line) {
   Result<ProgressEvent> e = ParseProgressEvent(line);
   if (!e.ok()) {
     if (e.status().code() != Code::kNotFound) {
-      Log("job %s: bad progress line: %s", job_.job_id.c_str(), e.status().message().c_str());
+      Log("%s: bad progress line: %s", What().c_str(), e.status().message().c_str());
     }
     return;
   }
@@ -280,7 +301,8 @@ Status Run::Download(const std::string& what, RemoteObject* obj,
   auto give_up = [this] { return GiveUp() || sd_->stop.requested(); };
   auto attempt = [&] { return download(*obj); };
   Status s = Retry(what, attempt, give_up, &sd_->stop);
-  if (s.code() != Code::kPermissionDenied) return s;
+  // A verification lease has no route that mints its URLs again.
+  if (s.code() != Code::kPermissionDenied || replay()) return s;
   Log("job %s: %s: URL refused (%s); asking for fresh URLs", job_.job_id.c_str(), what.c_str(),
       s.message().c_str());
   Result<Downloads> fresh = Status::Unavailable("not asked");
@@ -357,29 +379,30 @@ std::string Run::PrepareResume() {
   files::RemoveTree(archive);
   if (!s.ok() && (sd_->stop.requested() || !state().held())) return "";  // Go() stops next
   if (!s.ok()) {
-    Log("job %s: resume checkpoint step %lld failed verification (%s); starting from scratch",
-        job_.job_id.c_str(), static_cast<long long>(job_.resume_step), s.ToString().c_str());
+    Log("%s: resume checkpoint step %lld failed verification (%s); starting from scratch",
+        What().c_str(), static_cast<long long>(job_.resume_step), s.ToString().c_str());
     job_.resume.reset();
     job_.resume_step = 0;
     files::RemoveTree(dir);
     return "";
   }
-  Log("job %s: resuming from checkpoint step %lld (sha256 verified)", job_.job_id.c_str(),
+  Log("%s: resuming from checkpoint step %lld (sha256 verified)", What().c_str(),
       static_cast<long long>(job_.resume_step));
   return dir;
 }
 
 JobOutcome Run::Lost() {
   const bool canceled = state().lease == JobState::Lease::kCanceled;
-  if (!canceled) Log("job %s: lease lost; discarding local work", job_.job_id.c_str());
+  if (!canceled) Log("%s: lease lost; discarding local work", What().c_str());
   if (uploader_) uploader_->Abort();
-  state_dir_->ClearCurrentJob();
+  if (!replay()) state_dir_->ClearCurrentJob();
   files::RemoveTree(work_dir_);
-  if (canceled) RemoveJobCache();
+  if (canceled && !replay()) RemoveJobCache();  // a voided replay: the job goes on
   return canceled ? JobOutcome::kCanceled : JobOutcome::kLost;
 }
 
 JobOutcome Run::Release(const std::string& reason) {
+  if (replay()) return Drop(reason);
   if (uploader_ && !uploader_->Drain(std::max(0.1, SecondsLeft(sd_) - 1.0))) {
     Log("job %s: checkpoint upload not finished before the deadline", job_.job_id.c_str());
   }
@@ -403,6 +426,7 @@ JobOutcome Run::Release(const std::string& reason) {
 }
 
 JobOutcome Run::ReportFailure(const std::string& reason) {
+  if (replay()) return Drop(reason);
   Log("job %s: failed: %s", job_.job_id.c_str(), reason.c_str());
   // Checkpoints already written help the next node: give them a moment.
   if (uploader_) uploader_->Drain(std::min(10.0, std::max(0.1, SecondsLeft(sd_) - 1.0)));
@@ -498,13 +522,64 @@ JobOutcome Run::Complete() {
   return JobOutcome::kCompleted;
 }
 
+JobOutcome Run::Drop(const std::string& reason) {
+  Log("%s: dropped, its lease lapses: %s", What().c_str(), reason.c_str());
+  files::RemoveTree(work_dir_);
+  return JobOutcome::kDropped;
+}
+
+JobOutcome Run::CommitReplay() {
+  const std::string dir = train::CheckpointDirFor(work_dir_, job_.stop_step);
+  const std::string archive = files::Join(work_dir_, "replay.gckpt");
+  Result<CheckpointManifest> m = PackCheckpoint(dir, archive);
+  if (m.ok() && m->step != job_.stop_step) m = Status::Corruption("it holds another step");
+  if (!m.ok()) return Drop("the replayed checkpoint: " + m.status().message());
+  Result<files::FileDigest> d = files::Digest(archive);
+  if (!d.ok()) return Drop("the replayed checkpoint: " + d.status().message());
+  auto give_up = [this] { return GiveUp(); };
+  std::string url;
+  Status s = Retry(
+      "replay checkpoint url",
+      [&] {
+        Result<std::string> u = api_->VerificationCheckpointUrl(job_.verification_id, job_.epoch);
+        if (u.ok()) url = *u;
+        return u.status();
+      },
+      give_up, &sd_->stop);
+  if (s.ok())
+    s = Retry(
+        "replay checkpoint upload", [&] { return api_->PutFile(url, archive); }, give_up,
+        &sd_->stop);
+  if (s.ok()) {
+    // A retried commit of the same result is answered 200; a 409 from here on is the lease.
+    Apply(Event(JobEvent::Type::kFinishing));
+    s = Retry(
+        "replay commit",
+        [&] {
+          return api_->VerificationCommit(job_.verification_id, job_.epoch, d->sha256, d->size);
+        },
+        give_up, &sd_->stop);
+  }
+  if (s.code() == Code::kConflict) {
+    Apply(Event(JobEvent::Type::kLeaseRefused));
+    return Lost();
+  }
+  if (!s.ok()) return Drop("the replayed checkpoint was not delivered: " + s.ToString());
+  files::RemoveTree(work_dir_);
+  Log("%s: committed the checkpoint of step %lld (sha256 %s)", What().c_str(),
+      static_cast<long long>(job_.stop_step), d->sha256.c_str());
+  return JobOutcome::kCompleted;
+}
+
 JobOutcome Run::Finish(int wait_status) {
   const JobState s = state();
   switch (s.verdict) {
     case JobState::Verdict::kDiscard:
       return Lost();
     case JobState::Verdict::kComplete:
-      return Complete();
+      return replay() ? CommitReplay() : Complete();
+    case JobState::Verdict::kDrop:
+      return Drop(s.yielded ? YieldReason(true) : "trainer " + DescribeWaitStatus(wait_status));
     case JobState::Verdict::kRelease:
       return Release(YieldReason(s.yielded));
     case JobState::Verdict::kReleaseLate:
@@ -534,7 +609,7 @@ int Run::Train(ChildProcess* child) {
   sd_->board.TrainerStarted();
   int wait_status = 0;
   while (!child->WaitFor(100, &wait_status)) {
-    sd_->board.Progress(step_, uploader_->last_committed());
+    sd_->board.Progress(step_, uploader_ ? uploader_->last_committed() : -1);
     // The heartbeat thread ends the lease on time; this also covers a heartbeat call that is
     // itself stuck past that moment, and hands the job back when asked.
     Apply(Tick());
@@ -544,7 +619,7 @@ int Run::Train(ChildProcess* child) {
     std::lock_guard<std::mutex> lock(mu_);
     child_ = nullptr;
   }
-  if (uploader_->lease_lost()) Apply(Event(JobEvent::Type::kLeaseRefused));
+  if (uploader_ && uploader_->lease_lost()) Apply(Event(JobEvent::Type::kLeaseRefused));
   JobEvent exited = Event(JobEvent::Type::kTrainerExited);
   exited.exit_code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
   Apply(exited);
@@ -552,15 +627,19 @@ int Run::Train(ChildProcess* child) {
 }
 
 JobOutcome Run::Go() {
-  Log("job %s: epoch %lld, kind %s, %lld steps%s", job_.job_id.c_str(),
-      static_cast<long long>(job_.epoch), job_.kind.c_str(), static_cast<long long>(job_.steps),
-      job_.resume ? (", resume from step " + std::to_string(job_.resume_step)).c_str() : "");
-  sd_->board.JobStarted(job_.job_id, job_.epoch, job_.steps, job_.resume_step);
+  Log("%s: epoch %lld, kind %s, %lld steps%s%s", What().c_str(), static_cast<long long>(job_.epoch),
+      job_.kind.c_str(), static_cast<long long>(job_.steps),
+      job_.resume ? (", resume from step " + std::to_string(job_.resume_step)).c_str() : "",
+      replay() ? (", replay to step " + std::to_string(job_.stop_step)).c_str() : "");
+  sd_->board.JobStarted(job_.job_id, job_.epoch, replay() ? job_.stop_step : job_.steps,
+                        job_.resume_step);
   files::RemoveTree(work_dir_);
   Status s = files::MakeDirs(work_dir_, 0700);
-  if (s.ok()) s = state_dir_->SaveCurrentJob(CurrentJob{job_.job_id, job_.epoch, {}});
+  // Recorded for a restart, which releases the job; a replay's lease simply lapses.
+  if (s.ok() && !replay()) s = state_dir_->SaveCurrentJob(CurrentJob{job_.job_id, job_.epoch, {}});
   if (!s.ok()) {
-    Log("job %s: cannot prepare the work directory: %s", job_.job_id.c_str(), s.ToString().c_str());
+    Log("%s: cannot prepare the work directory: %s", What().c_str(), s.ToString().c_str());
+    if (replay()) return Drop("node storage error");
     // Not the job's fault: hand it back.
     api_->Release(job_.job_id, job_.epoch, "node storage error");
     return JobOutcome::kReleased;
@@ -605,10 +684,16 @@ JobOutcome Run::Go() {
   s = files::WriteDurable(spec_path, DumpJson(spec));
   if (!s.ok()) return Release("node storage error: " + s.message());
 
-  uploader_.reset(new CheckpointUploader(api_, state_dir_, job_.job_id, job_.epoch, work_dir_,
-                                         config_.keep_checkpoints));
+  if (!replay()) {
+    uploader_.reset(new CheckpointUploader(api_, state_dir_, job_.job_id, job_.epoch, work_dir_,
+                                           config_.keep_checkpoints));
+  }
   std::vector<std::string> argv = {config_.trainer, "run",        "--spec",
                                    spec_path,       "--work-dir", work_dir_};
+  if (replay()) {
+    argv.push_back("--stop-at-step");
+    argv.push_back(std::to_string(job_.stop_step));
+  }
   if (!resume_dir.empty()) {
     argv.push_back("--resume");
     argv.push_back(resume_dir);

@@ -1,7 +1,15 @@
-// Runs one assigned job to its end on this node (DESIGN §4 steps 3–8):
+// Runs one assigned job, or one replay of a training segment, to its end on this node (DESIGN
+// §4 steps 3–8):
 // inputs from the cache, the resume checkpoint (verified, unpacked), gleaner-train as a child,
 // heartbeats on their own thread, checkpoint uploads in the background, then complete / fail /
 // release. The trainer crashing never takes the agent with it.
+//
+// A replay (a verification lease, Assignment::verification_id) runs the same way with the
+// trainer told to stop at the segment's end (--stop-at-step): heartbeats go to the
+// verification's route under its own epoch, nothing is uploaded while it trains and nothing is
+// recorded in the state dir; at the end the checkpoint of stop_step is packed, uploaded to the
+// verification's URL and its sha256 committed. A replay that cannot finish reports nothing: its
+// lease lapses and another node takes it.
 //
 // What happens to the lease and the trainer, and the verdict at the end, is decided in one place:
 // the pure state machine of job_state.h. The runner's threads only report what they see
@@ -31,6 +39,7 @@ enum class JobOutcome {
   kLost,       // 409: the lease is no longer ours; everything local was discarded
   kCanceled,   // the coordinator said cancel: stopped, nothing reported
   kAbandoned,  // could not reach a verdict before the shutdown deadline
+  kDropped,    // a replay given up (trainer failed, handed back): nothing reported
 };
 const char* JobOutcomeName(JobOutcome o);
 

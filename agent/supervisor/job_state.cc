@@ -35,6 +35,7 @@ JobStep LoseLease(JobStep step, Lease how, const std::string& why) {
 Verdict VerdictOf(const JobState& s, int exit_code) {
   if (!s.held()) return Verdict::kDiscard;
   if (exit_code == kExitDone) return Verdict::kComplete;
+  if (s.replay()) return Verdict::kDrop;  // nothing to hand back or report
   // Interrupted with a checkpoint: by us, or by a signal sent to every process of the service
   // at once. Never the job's fault.
   if (exit_code == kExitInterrupted) return Verdict::kRelease;
@@ -69,6 +70,10 @@ JobStep Step(const JobState& s, const JobEvent& e) {
         return LoseLease(step, Lease::kLost,
                          "no heartbeat accepted in time and the lease is about to expire: lease "
                          "lost");
+      }
+      if (e.yielding && n.replay() && n.trainer == Trainer::kRunning) {
+        n.yielded = true;
+        return Kill(step, "handing the replay back: stopping the trainer");
       }
       if (e.yielding && n.trainer == Trainer::kRunning) {
         n.trainer = Trainer::kCheckpointing;

@@ -18,6 +18,11 @@
 //   - Verdict when the trainer exits: lease not held -> discard; exit kExitDone -> complete;
 //     kExitInterrupted -> release; killed by a signal after we asked it to checkpoint -> release
 //     ("did not checkpoint in time"); anything else -> fail.
+//   - A replay (a verification lease: the trainer runs with --stop-at-step) has no checkpoint
+//     worth handing back and no release or fail to report: handing it back kills the trainer
+//     at once; exit kExitDone -> complete (commit the replayed checkpoint); any other end ->
+//     drop (nothing is reported, the lease lapses and another node takes the replay). The lease
+//     rules above hold unchanged: a replay is fenced like a job.
 #pragma once
 
 #include <string>
@@ -25,10 +30,13 @@
 namespace gleaner::agent {
 
 struct JobState {
+  enum class Work { kTrain, kReplay };  // a job lease, or a verification lease
   enum class Lease { kHeld, kLost, kCanceled };
   enum class Trainer { kNotStarted, kRunning, kCheckpointing, kKilled, kExited };
-  enum class Verdict { kNone, kComplete, kRelease, kReleaseLate, kFail, kDiscard };
+  // kComplete: deliver the result (a replay's: its checkpoint). kDrop: replays only.
+  enum class Verdict { kNone, kComplete, kRelease, kReleaseLate, kFail, kDiscard, kDrop };
 
+  Work work = Work::kTrain;  // fixed at the start
   Lease lease = Lease::kHeld;
   Trainer trainer = Trainer::kNotStarted;
   Verdict verdict = Verdict::kNone;  // set when the trainer exits
@@ -37,6 +45,7 @@ struct JobState {
   bool yielded = false;              // the trainer was asked to checkpoint to hand the job back
 
   bool held() const { return lease == Lease::kHeld; }
+  bool replay() const { return work == Work::kReplay; }
 };
 
 struct JobEvent {

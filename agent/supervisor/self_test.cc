@@ -35,6 +35,22 @@ Status ReachCoordinator(const AgentConfig& config, net::HttpClient* http) {
   return Status::Ok();
 }
 
+// Runs the trainer to its end: ok when it exits 0.
+Status RunTrainer(const std::vector<std::string>& argv) {
+  auto quiet = [](const std::string&) {};
+  Result<std::unique_ptr<ChildProcess>> child = ChildProcess::Start(argv, quiet, quiet);
+  if (!child.ok()) return Status::Internal("cannot start the trainer: " + child.status().message());
+  int wait_status = 0;
+  if (!(*child)->WaitFor(kTrainerTimeoutMs, &wait_status)) {
+    return Status::Internal("the trainer did not finish a " + std::to_string(kSteps) +
+                            "-step job in " + std::to_string(kTrainerTimeoutMs / 1000) + " s");
+  }
+  if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
+    return Status::Internal("the trainer ended with " + DescribeWaitStatus(wait_status));
+  }
+  return Status::Ok();
+}
+
 Status TinyJob(const AgentConfig& config, const std::string& dir) {
   Status s = files::MakeDirs(dir, 0700);
   if (!s.ok()) return s;
@@ -47,20 +63,19 @@ Status TinyJob(const AgentConfig& config, const std::string& dir) {
   std::string spec_path = files::Join(dir, "SPEC.json");
   s = files::WriteDurable(spec_path, DumpJson(spec));
   if (!s.ok()) return s;
-  // The command line the job runner uses (--cache-dir included), so a trainer too old for this
-  // agent fails here rather than every job.
-  std::vector<std::string> argv = {config.trainer, "run", "--spec",      spec_path,
-                                   "--work-dir",   dir,   "--cache-dir", dir + "/cache"};
-  auto quiet = [](const std::string&) {};
-  Result<std::unique_ptr<ChildProcess>> child = ChildProcess::Start(argv, quiet, quiet);
-  if (!child.ok()) return Status::Internal("cannot start the trainer: " + child.status().message());
-  int wait_status = 0;
-  if (!(*child)->WaitFor(kTrainerTimeoutMs, &wait_status)) {
-    return Status::Internal("the trainer did not finish a " + std::to_string(kSteps) +
-                            "-step job in " + std::to_string(kTrainerTimeoutMs / 1000) + " s");
-  }
-  if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
-    return Status::Internal("the trainer ended with " + DescribeWaitStatus(wait_status));
+  // The command lines the job runner uses (--cache-dir included; a replay's --stop-at-step), so
+  // a trainer too old for this agent fails here rather than every job.
+  s = RunTrainer({config.trainer, "run", "--spec", spec_path, "--work-dir", dir, "--cache-dir",
+                  dir + "/cache"});
+  if (!s.ok()) return s;
+  const std::string replay = files::Join(dir, "replay");
+  s = RunTrainer({config.trainer, "run", "--spec", spec_path, "--work-dir", replay, "--cache-dir",
+                  dir + "/cache", "--stop-at-step", "2"});
+  if (!s.ok()) return Status(s.code(), "replay: " + s.message());
+  Result<CheckpointManifest> full = train::VerifyCheckpointDir(train::CheckpointDirFor(dir, 2));
+  Result<CheckpointManifest> again = train::VerifyCheckpointDir(train::CheckpointDirFor(replay, 2));
+  if (!full.ok() || !again.ok() || ManifestToJson(*full) != ManifestToJson(*again)) {
+    return Status::Internal("the trainer's replay differs from its run");
   }
   std::string out = train::OutputDirFor(dir);
   Result<CheckpointManifest> m = train::VerifyCheckpointDir(out);

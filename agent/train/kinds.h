@@ -3,6 +3,7 @@
 // GLEANER_WITH_TORCH (and live entirely under agent/train/lora_sd/).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "shared/json.h"
@@ -16,6 +17,11 @@ struct RunArgs {
   // Survives the job's leases on this node (agent-managed); "" = none. A kind keeps there what
   // is costly to recompute and validates it before reuse (lora-sd: the encoded image dataset).
   std::string cache_dir;
+  // --stop-at-step N (0 = none): train to step N (<= the job's steps), write the checkpoint of
+  // step N whether or not it is on the checkpoint_every schedule, exit kExitDone, write no
+  // output and no samples: the replay of a verification. The checkpoint is byte-identical to
+  // the one an uninterrupted run writes at N (or a run stopped by SIGTERM right after step N).
+  int64_t stop_at_step = 0;
   Json spec;  // parsed SPEC.json
 };
 

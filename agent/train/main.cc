@@ -20,7 +20,7 @@ namespace {
 int Usage() {
   std::fprintf(stderr,
                "gleaner-train: usage: gleaner-train run --spec FILE --work-dir DIR "
-               "[--resume DIR] [--cache-dir DIR]\n"
+               "[--resume DIR] [--cache-dir DIR] [--stop-at-step N]\n"
                "       gleaner-train prepare-images --dataset PATH --resolution R --out FILE "
                "[...]\n");
   return gleaner::kExitUsage;

@@ -49,6 +49,7 @@ class Fleet {
   // extra_args added to its command line).
   bool RestartCoordinator(std::string* error, const std::vector<std::string>& extra_args = {});
   const std::string& developer_token() const { return developer_; }
+  const std::string& enroll_token() const { return enroll_; }
 
   AgentProcess& AddAgent(const std::string& name,
                          std::vector<std::pair<std::string, std::string>> env = {},

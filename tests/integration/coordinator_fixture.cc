@@ -138,6 +138,15 @@ std::optional<NodeCredentials> RegisterNode(const CoordinatorProcess& coord,
   return NodeCredentials{j["node_id"].get<std::string>(), j["token"].get<std::string>()};
 }
 
+std::map<std::string, std::string> NodeStates(const CoordinatorProcess& coord) {
+  HttpResult r = coord.OperatorClient().Get("/v1/nodes?limit=100");
+  std::map<std::string, std::string> out;
+  if (r.status != 200) return out;
+  const Json body = r.json();
+  for (const Json& n : body["nodes"]) out[n["id"]] = n["state"];
+  return out;
+}
+
 std::optional<std::string> SubmitSyntheticJob(HttpClient& developer, int64_t steps,
                                               int64_t checkpoint_every, std::string* error,
                                               const Json& extra) {

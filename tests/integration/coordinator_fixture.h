@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -80,6 +81,9 @@ std::optional<NodeCredentials> RegisterNode(const CoordinatorProcess& coord,
                                             const std::string& enroll_token,
                                             const std::string& machine_id, int64_t vram_mb,
                                             std::string* error);
+
+// GET /v1/nodes as operator → each node's state by node id (empty when the call fails).
+std::map<std::string, std::string> NodeStates(const CoordinatorProcess& coord);
 
 // POST /v1/jobs {kind: synthetic, params} as a developer → job id.
 std::optional<std::string> SubmitSyntheticJob(HttpClient& developer, int64_t steps,

@@ -77,14 +77,7 @@ struct Fleet {
     return true;
   }
 
-  std::map<std::string, std::string> NodeStates() {
-    HttpResult r = coord->OperatorClient().Get("/v1/nodes?limit=100");
-    REQUIRE(r.status == 200);
-    std::map<std::string, std::string> out;
-    const Json body = r.json();
-    for (const Json& n : body["nodes"]) out[n["id"]] = n["state"];
-    return out;
-  }
+  std::map<std::string, std::string> NodeStates() { return gleaner::testing::NodeStates(*coord); }
 };
 
 // The job's output is the honest one, and its lineage holds only honest checkpoints.

@@ -1,5 +1,6 @@
 #include "agent/train/common/run_args.h"
 
+#include <cstdlib>
 #include <cstring>
 
 #include "shared/native/files.h"
@@ -8,6 +9,7 @@ namespace gleaner::train {
 
 Result<RunArgs> ParseRunArgs(int argc, char** argv) {
   RunArgs args;
+  std::string stop_at;
   for (int i = 0; i < argc; ++i) {
     const char* flag = argv[i];
     std::string* target = nullptr;
@@ -19,6 +21,8 @@ Result<RunArgs> ParseRunArgs(int argc, char** argv) {
       target = &args.resume_dir;
     } else if (std::strcmp(flag, "--cache-dir") == 0) {
       target = &args.cache_dir;
+    } else if (std::strcmp(flag, "--stop-at-step") == 0) {
+      target = &stop_at;
     } else {
       return Status::Invalid(std::string("unknown argument '") + flag + "'");
     }
@@ -29,6 +33,14 @@ Result<RunArgs> ParseRunArgs(int argc, char** argv) {
   }
   if (args.spec_path.empty()) return Status::Invalid("--spec FILE is required");
   if (args.work_dir.empty()) return Status::Invalid("--work-dir DIR is required");
+  if (!stop_at.empty()) {
+    bool digits = stop_at.size() <= 9;
+    for (char c : stop_at) digits = digits && c >= '0' && c <= '9';
+    if (digits) args.stop_at_step = std::atoll(stop_at.c_str());
+    if (!digits || args.stop_at_step < 1) {
+      return Status::Invalid("--stop-at-step must be a step number >= 1");
+    }
+  }
   Result<std::string> text = files::ReadAll(args.spec_path, 16 << 20);
   if (!text.ok()) return Status::Invalid("cannot read spec: " + text.status().message());
   Result<Json> spec = ParseJson(*text);

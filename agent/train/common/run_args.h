@@ -1,4 +1,5 @@
-// `gleaner-train run --spec FILE --work-dir DIR [--resume DIR] [--cache-dir DIR]`: argument parsing
+// `gleaner-train run --spec FILE --work-dir DIR [--resume DIR] [--cache-dir DIR]
+// [--stop-at-step N]`: argument parsing
 // and SPEC.json loading into train::RunArgs (agent/train/kinds.h). Pure apart from reading the spec
 // file.
 #pragma once

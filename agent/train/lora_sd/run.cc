@@ -55,12 +55,21 @@ int Run(const RunArgs& args) {
     if (!s.ok())
       return Fail(Status(s.code(), "resume from " + args.resume_dir + ": " + s.message()));
   }
+  // A replay (--stop-at-step) trains to `end`, checkpoints there and renders no samples
+  // (sampling draws from its own generator: skipping it leaves the training state as it is).
+  const bool replay = args.stop_at_step > 0;
+  const int64_t end = replay ? args.stop_at_step : p->steps;
+  if (end > p->steps) return Fail(Status::Invalid("--stop-at-step is beyond the job's steps"));
+  if (replay && t.step() >= end) {
+    return Fail(Status::Invalid("resumed at or past --stop-at-step"));
+  }
   Status s = MakeDirs(args.work_dir + "/checkpoints");
   if (!s.ok()) return Fail(s);
   // Samples (sampling/training_samples.h), rendered right after the checkpoint of a due step.
   Result<std::optional<sampling::JobSamples>> samples =
       sampling::JobSamplesFor(p->samples, in->model ? &*in->model : nullptr, t.unet());
   if (!samples.ok()) return Fail(samples.status());
+  if (replay) *samples = std::nullopt;
   auto sample_due = [&] { return *samples && SampleDue(t.step(), p->steps, (*samples)->every); };
   using Clock = std::chrono::steady_clock;
   auto last_emit = Clock::now();
@@ -88,7 +97,7 @@ int Run(const RunArgs& args) {
   last_emit = Clock::now();
   int64_t samples_since = 0;
   const int64_t per_step = p->batch_size * p->gradient_accumulation;
-  while (t.step() < p->steps) {
+  while (t.step() < end) {
     Result<double> loss = t.Step();
     if (!loss.ok()) return Fail(loss.status());
     samples_since += per_step;
@@ -101,7 +110,7 @@ int Run(const RunArgs& args) {
       samples_since = 0;
     }
     const bool sample_now = sample_due();
-    if (sample_now ||
+    if (sample_now || (replay && t.step() == end) ||
         (t.step() < p->steps &&
          (StopRequested() || (p->checkpoint_every > 0 && t.step() % p->checkpoint_every == 0)))) {
       s = checkpoint();
@@ -112,6 +121,7 @@ int Run(const RunArgs& args) {
       if (int code = render(); code != kExitDone) return code;
     }
   }
+  if (replay) return kExitDone;  // the checkpoint of `end` is written
   s = t.WriteOutput(OutputDirFor(args.work_dir), job_id);
   if (!s.ok()) return Fail(s);
   EmitDone(t.step());

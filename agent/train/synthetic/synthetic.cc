@@ -183,13 +183,19 @@ std::string SyntheticChainHex(int64_t seed, int64_t steps) {
 int RunSynthetic(const RunArgs& args) {
   Result<Params> params = ReadParams(SpecParams(args));
   if (!params.ok()) return Fail(params.status().message());
-  const Params& p = *params;
+  Params& p = *params;
+  // A replay (--stop-at-step) trains to `end`, checkpoints there and renders no samples.
+  const bool replay = args.stop_at_step > 0;
+  const int64_t end = replay ? args.stop_at_step : p.steps;
+  if (end > p.steps) return Fail("--stop-at-step is beyond the job's steps");
+  if (replay) p.samples = false;
   State st;
   st.s = SyntheticSeedState(p.seed);
   if (!args.resume_dir.empty()) {
     Result<State> resumed = LoadResume(args.resume_dir, p);
     if (!resumed.ok()) return Fail("cannot resume: " + resumed.status().message());
     st = *resumed;
+    if (replay && st.step >= end) return Fail("resumed at or past --stop-at-step");
     std::fprintf(stderr, "gleaner-train: synthetic resumed at step %lld\n",
                  static_cast<long long>(st.step));
   }
@@ -197,7 +203,7 @@ int RunSynthetic(const RunArgs& args) {
   // Samples due at the step we resumed from were perhaps never finished: render them again.
   bool sampled =
       !(p.samples && !args.resume_dir.empty() && SampleDue(st.step, p.steps, p.sample_every));
-  while (st.step < p.steps || !sampled) {
+  while (st.step < end || !sampled) {
     if (!sampled) {  // the checkpoint of st.step is durable: now its samples
       bool stopped = false;
       Status s = WriteSamples(args, p, st, &stopped);
@@ -226,13 +232,20 @@ int RunSynthetic(const RunArgs& args) {
       last_ckpt = k;
     }
   }
-  if (st.step < p.steps || !sampled) {  // stop requested
+  if (st.step < end || !sampled) {  // stop requested
     if (last_ckpt != st.step || !args.resume_dir.empty() || st.step == 0) {
       Status s = WriteCheckpoint(args, p, st);
       if (!s.ok()) return Fail("checkpoint: " + s.message());
     }
     std::fprintf(stderr, "gleaner-train: stopped at step %lld\n", static_cast<long long>(st.step));
     return kExitInterrupted;
+  }
+  if (replay) {  // the checkpoint of `end`, unless the schedule wrote it already
+    if (last_ckpt != st.step) {
+      Status s = WriteCheckpoint(args, p, st);
+      if (!s.ok()) return Fail("checkpoint: " + s.message());
+    }
+    return kExitDone;
   }
   Result<CheckpointWriter> out = CheckpointWriter::Begin(OutputDirFor(args.work_dir));
   if (!out.ok()) return Fail("output: " + out.status().message());

@@ -142,3 +142,57 @@ TEST_CASE("mangled work responses never crash the parser", "[api]") {
   }
   CHECK(parsed > 0);
 }
+
+TEST_CASE("a verification lease: asked for with verify, parsed, its own routes", "[api]") {
+  const std::string sha(64, 'd');
+  const std::string claim =
+      R"({"job":{"id":"j_1","kind":"synthetic","params":{"steps":40},"steps":40},
+    "lease":{"epoch":2,"ttl_s":30},"inputs":{},
+    "resume":{"step":10,"url":"/blobs/c","sha256":")" +
+      sha + R"(","size":9},"verification":{"id":"v_7","stop_step":20,"round":1}})";
+  std::vector<std::string> bodies;
+  FakeHttp http([&](const net::HttpCall& call) -> Result<net::HttpResponse> {
+    bodies.push_back(call.body);
+    if (call.url.find("/v1/work") != std::string::npos) return Reply(200, claim);
+    if (call.url.find("/heartbeat") != std::string::npos) {
+      return Reply(200, R"({"cancel":true,"ttl_s":30})");
+    }
+    if (call.url.find("/checkpoint") != std::string::npos) {
+      return Reply(200, R"({"key":"k","url":"/v1/blobs/k?sig=1","method":"PUT"})");
+    }
+    return Reply(409, R"({"error":{"code":"conflict","message":"the lease expired"}})");
+  });
+  CoordinatorApi api(&http, "http://coord:1");
+  double retry_after = 0;
+  auto w = api.Work(&retry_after, /*verify=*/true);
+  REQUIRE(w.ok());
+  REQUIRE(w->has_value());
+  const Assignment& a = **w;
+  CHECK(a.verification_id == "v_7");
+  CHECK(a.stop_step == 20);
+  CHECK(a.resume_step == 10);
+  CHECK(a.epoch == 2);
+  auto hb = api.VerificationHeartbeat("v_7", 2, 15);
+  REQUIRE(hb.ok());
+  CHECK(hb->cancel);
+  auto url = api.VerificationCheckpointUrl("v_7", 2);
+  REQUIRE(url.ok());
+  CHECK(*url == "http://coord:1/v1/blobs/k?sig=1");
+  CHECK(api.VerificationCommit("v_7", 2, sha, 9).code() == Code::kConflict);
+  CHECK(http.calls() ==
+        std::vector<std::string>{"POST http://coord:1/v1/work",
+                                 "POST http://coord:1/v1/verifications/v_7/heartbeat",
+                                 "POST http://coord:1/v1/verifications/v_7/checkpoint",
+                                 "POST http://coord:1/v1/verifications/v_7/commit"});
+  CHECK(bodies[0] == R"({"verify":true})");
+  CHECK(bodies[1] == R"({"epoch":2,"step":15})");
+  CHECK(bodies[3] == R"({"epoch":2,"sha256":")" + sha + R"(","size":9})");
+  // A job lease asks with an empty body; a stop step not after the resume point is refused.
+  REQUIRE(api.Work(&retry_after).ok());
+  CHECK(bodies[4] == "{}");
+  auto bad = ParseJson(R"({"job":{"id":"j","kind":"s","steps":40},"lease":{"epoch":1},
+    "resume":{"step":20,"url":"/c","sha256":")" +
+                       sha + R"("},"verification":{"id":"v","stop_step":20}})");
+  REQUIRE(bad.ok());
+  CHECK_FALSE(ParseAssignment(*bad).ok());
+}

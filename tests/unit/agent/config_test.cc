@@ -51,3 +51,26 @@ TEST_CASE("bad agent flags are one readable error", "[config]") {
   CHECK(testing::ParseAgentArgs({"--coordinator"}).status().code() == Code::kInvalidArgument);
   CHECK(testing::ParseAgentArgs({"--help"}).status().code() == Code::kNotFound);
 }
+
+TEST_CASE("replays are off unless --verify or verify=true asks for them", "[config]") {
+  testing::TempDir t;
+  auto off = testing::ParseAgentArgs({"--coordinator", "http://x", "--state-dir", "/s"});
+  REQUIRE(off.ok());
+  CHECK_FALSE(off->verify);
+  auto flag =
+      testing::ParseAgentArgs({"--coordinator", "http://x", "--state-dir", "/s", "--verify"});
+  REQUIRE(flag.ok());
+  CHECK(flag->verify);
+  REQUIRE(files::WriteSynced(t / "agent.conf", "coordinator=http://x\nstate-dir=/s\nverify=true\n")
+              .ok());
+  auto file = testing::ParseAgentArgs({"--config", t / "agent.conf"});
+  REQUIRE(file.ok());
+  CHECK(file->verify);
+  auto overridden = testing::ParseAgentArgs({"--config", t / "agent.conf", "--verify=false"});
+  REQUIRE(overridden.ok());
+  CHECK_FALSE(overridden->verify);
+  CHECK(testing::ParseAgentArgs({"--coordinator", "http://x", "--state-dir", "/s", "--verify=yes"})
+            .status()
+            .message()
+            .find("verify") != std::string::npos);
+}

@@ -143,3 +143,54 @@ TEST_CASE("while finishing, a 409 or a cancel is the final call accepted, not a 
   // Nor does the lease end under a final call that takes long.
   CHECK(Step(s, Tick(1000)).state.held());
 }
+
+namespace {
+
+// A verification lease (ttl 60 s, claimed at t = 100) whose replaying trainer runs.
+JobState Replaying() {
+  JobState s;
+  s.work = JobState::Work::kReplay;
+  s = Step(s, Renewed(100, 60)).state;
+  return Step(s, At(Type::kTrainerStarted, 101)).state;
+}
+
+}  // namespace
+
+TEST_CASE("a replay that reaches its stop step is committed, any other end dropped",
+          "[job_state]") {
+  CHECK(Step(Replaying(), Exited(kExitDone)).state.verdict == Verdict::kComplete);
+  // A replay has no release and no fail to report: its lease lapses for another node.
+  for (int code : {kExitFailed, kExitInterrupted, kExitUsage, -1}) {
+    INFO(code);
+    CHECK(Step(Replaying(), Exited(code)).state.verdict == Verdict::kDrop);
+  }
+  // A training lease keeps its verdicts.
+  CHECK(Step(Training(), Exited(kExitFailed)).state.verdict == Verdict::kFail);
+  CHECK(Step(Training(), Exited(kExitInterrupted)).state.verdict == Verdict::kRelease);
+}
+
+TEST_CASE("handing a replay back kills its trainer at once, no checkpoint asked", "[job_state]") {
+  JobStep st = Step(Replaying(), Tick(110, /*yielding=*/true, /*yield_left=*/15));
+  CHECK(st.action == TrainerAction::kKill);
+  CHECK(st.state.trainer == Trainer::kKilled);
+  CHECK(st.state.yielded);
+  CHECK(Step(st.state, Exited(-1)).state.verdict == Verdict::kDrop);
+  // A training lease is asked to checkpoint instead.
+  CHECK(Step(Training(), Tick(110, true, 15)).action == TrainerAction::kCheckpoint);
+}
+
+TEST_CASE("a replay's lease is fenced like a job's", "[job_state]") {
+  // Past the lease's end without an accepted heartbeat: lost, the trainer killed.
+  JobStep st = Step(Replaying(), Tick(158.5));
+  CHECK(st.state.lease == Lease::kLost);
+  CHECK(st.action == TrainerAction::kKill);
+  CHECK(Step(st.state, Exited(kExitDone)).state.verdict == Verdict::kDiscard);
+  // Voided by the coordinator (a heartbeat says cancel): the same, as canceled.
+  st = Step(Replaying(), At(Type::kCanceled, 120));
+  CHECK(st.state.lease == Lease::kCanceled);
+  CHECK(st.action == TrainerAction::kKill);
+  // A 409 on the commit once it is under way is the commit having been accepted.
+  JobState s = Step(Replaying(), Exited(kExitDone)).state;
+  s = Step(s, At(Type::kFinishing, 130)).state;
+  CHECK(Step(s, At(Type::kLeaseRefused, 131)).state.held());
+}

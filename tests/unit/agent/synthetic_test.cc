@@ -13,6 +13,7 @@
 #include "agent/protocol/checkpoint_dir.h"
 #include "agent/protocol/sample_set.h"
 #include "agent/protocol/trainer_protocol.h"
+#include "agent/supervisor/archive.h"
 #include "agent/supervisor/child_process.h"
 #include "agent/train/images/decode.h"
 #include "shared/job_params.h"
@@ -32,8 +33,9 @@ struct TrainRun {
 };
 
 // Runs gleaner-train; on_event may return true to send SIGTERM.
+// stop_at > 0: a replay (--stop-at-step).
 TrainRun Train(const TempDir& t, const Json& params, const std::string& resume = "",
-               std::function<bool(const ProgressEvent&)> stop_when = nullptr) {
+               std::function<bool(const ProgressEvent&)> stop_when = nullptr, int64_t stop_at = 0) {
   Json spec = {{"job_id", "job-1"}, {"kind", "synthetic"}, {"params", params}};
   REQUIRE(files::WriteDurable(t / "SPEC.json", DumpJson(spec)).ok());
   std::vector<std::string> argv = {testing::TrainBin(), "run",        "--spec",
@@ -41,6 +43,10 @@ TrainRun Train(const TempDir& t, const Json& params, const std::string& resume =
   if (!resume.empty()) {
     argv.push_back("--resume");
     argv.push_back(resume);
+  }
+  if (stop_at > 0) {
+    argv.push_back("--stop-at-step");
+    argv.push_back(std::to_string(stop_at));
   }
   TrainRun run;
   std::mutex mu;
@@ -306,4 +312,71 @@ TEST_CASE("samples: SIGTERM while sampling keeps the checkpoint, publishes no pa
   INFO(rr.stderr_text);
   REQUIRE(ExitCode(rr) == kExitDone);
   CHECK(Samples(resumed) == Samples(ref));
+}
+
+namespace {
+
+// The sha256 of a checkpoint directory packed as the agent uploads it (what a verification
+// compares), after checking it holds `step`.
+std::string PackedSha(const std::string& dir, const TempDir& scratch, int64_t step) {
+  auto m = agent::PackCheckpoint(dir, scratch / "packed.gckpt");
+  REQUIRE(m.ok());
+  CHECK(m->step == step);
+  auto d = files::Digest(scratch / "packed.gckpt");
+  REQUIRE(d.ok());
+  return d->sha256;
+}
+
+}  // namespace
+
+TEST_CASE("a replay (--stop-at-step): the checkpoint of that step, as a full run wrote it",
+          "[synthetic][replay]") {
+  TempDir full;
+  Json params = {{"steps", 20}, {"checkpoint_every", 5}, {"seed", 7}};
+  REQUIRE(ExitCode(Train(full, params)) == kExitDone);
+  // On the schedule: from the checkpoint before it, and from scratch.
+  for (const std::string& from : {train::CheckpointDirFor(full / "work", 5), std::string()}) {
+    INFO("from '" << from << "'");
+    TempDir t;
+    TrainRun r = Train(t, params, from, nullptr, 10);
+    CHECK(ExitCode(r) == kExitDone);
+    CHECK_FALSE(files::Exists(t / "work/output"));
+    CHECK(PackedSha(train::CheckpointDirFor(t / "work", 10), t, 10) ==
+          PackedSha(train::CheckpointDirFor(full / "work", 10), t, 10));
+    REQUIRE_FALSE(r.events.empty());
+    CHECK(r.events.back().type == ProgressEvent::Type::kCheckpoint);
+    CHECK(r.events.back().step == 10);
+  }
+  // The last step (the run's own output, no checkpoint there): a checkpoint all the same.
+  TempDir last;
+  REQUIRE(ExitCode(Train(last, params, train::CheckpointDirFor(full / "work", 15), nullptr, 20)) ==
+          kExitDone);
+  auto m = train::VerifyCheckpointDir(train::CheckpointDirFor(last / "work", 20));
+  REQUIRE(m.ok());
+  CHECK_FALSE(files::Exists(last / "work/output"));
+  // Beyond the job, or not after the resume point: the job's fault, exit 2.
+  TempDir bad;
+  CHECK(ExitCode(Train(bad, params, "", nullptr, 21)) == kExitFailed);
+  CHECK(ExitCode(Train(bad, params, train::CheckpointDirFor(full / "work", 10), nullptr, 10)) ==
+        kExitFailed);
+}
+
+TEST_CASE("a replay (--stop-at-step) off the schedule equals the checkpoint a SIGTERM wrote",
+          "[synthetic][replay]") {
+  TempDir t;
+  Json params = {{"steps", 100000}, {"step_ms", 2}, {"checkpoint_every", 7}, {"seed", 3}};
+  TrainRun r = Train(t, params, "", [](const ProgressEvent& e) {
+    return e.type == ProgressEvent::Type::kProgress && e.step >= 9;
+  });
+  REQUIRE(ExitCode(r) == kExitInterrupted);
+  const ProgressEvent& stopped = r.events.back();
+  REQUIRE(stopped.type == ProgressEvent::Type::kCheckpoint);
+  // Replayed from the scheduled checkpoint before it: the same bytes.
+  TempDir replay;
+  const int64_t from = stopped.step / 7 * 7;
+  TrainRun rr = Train(replay, params, from > 0 ? train::CheckpointDirFor(t / "work", from) : "",
+                      nullptr, stopped.step);
+  REQUIRE(ExitCode(rr) == kExitDone);
+  CHECK(PackedSha(train::CheckpointDirFor(replay / "work", stopped.step), replay, stopped.step) ==
+        PackedSha(stopped.dir, replay, stopped.step));
 }

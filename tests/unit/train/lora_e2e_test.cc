@@ -4,6 +4,8 @@
 // byte for byte with an uninterrupted local run of the same spec.
 #include <signal.h>
 
+#include <memory>
+#include <optional>
 #include <set>
 
 #include "shared/sha256.h"
@@ -51,51 +53,76 @@ Json Upload(h::HttpClient& dev, const std::string& path) {
   return Json{{"uri", j["uri"]}, {"sha256", sha}};
 }
 
-// The whole story for one tiny job (SD-style, or SDXL-shaped: text_time config, pooled text
-// embeddings and time_ids in the dataset; the same job kind and params).
-void RunEndToEnd(bool sdxl, int64_t steps) {
+// A tiny lora-sd job (SD-style, or SDXL-shaped: text_time config, pooled text embeddings and
+// time_ids in the dataset) submitted to a real coordinator: model and dataset made by
+// gleaner-train and uploaded.
+struct TinyLoraJob {
   TempDir tmp;
-  std::vector<std::string> model_args = {"make-model", "--out", tmp / "weights.safetensors",
-                                         "--seed", "1"};
-  std::vector<std::string> data_args = {
-      "make-dataset", "--out", tmp / "data.safetensors", "--n", "8", "--size", "8"};
-  if (sdxl) {
-    model_args.push_back("--sdxl");
-    data_args.push_back("--sdxl");
+  Json config, params;
+  std::unique_ptr<h::CoordinatorProcess> coord;
+  std::optional<h::HttpClient> dev;
+  std::string enroll, id;
+
+  TinyLoraJob(bool sdxl, int64_t steps, int64_t checkpoint_every,
+              std::vector<std::string> coordinator_args = {}) {
+    std::vector<std::string> model_args = {"make-model", "--out", tmp / "weights.safetensors",
+                                           "--seed", "1"};
+    std::vector<std::string> data_args = {
+        "make-dataset", "--out", tmp / "data.safetensors", "--n", "8", "--size", "8"};
+    if (sdxl) {
+      model_args.push_back("--sdxl");
+      data_args.push_back("--sdxl");
+    }
+    REQUIRE(RunTrain(model_args, tmp / "make.log") == 0);
+    REQUIRE(RunTrain(data_args, tmp / "make.log") == 0);
+    Result<std::string> cfg_text = ReadFile(tmp / "config.json");
+    REQUIRE(cfg_text.ok());
+    config = *ParseJson(*cfg_text);
+
+    h::CoordinatorOptions o;
+    o.heartbeat_interval_s = 0.2;
+    o.extra_args = {"--retry-after", "0.1"};
+    o.extra_args.insert(o.extra_args.end(), coordinator_args.begin(), coordinator_args.end());
+    coord = std::make_unique<h::CoordinatorProcess>(tmp.path(), o);
+    std::string error;
+    REQUIRE(coord->Start(&error));
+    std::optional<std::string> dev_token = h::CreateKey(*coord, "developer", &error);
+    std::optional<std::string> enroll_token = h::CreateKey(*coord, "enroll", &error);
+    REQUIRE(dev_token);
+    REQUIRE(enroll_token);
+    enroll = *enroll_token;
+    dev.emplace(coord->Client(*dev_token));
+
+    Json model = Upload(*dev, tmp / "weights.safetensors");
+    model["config"] = config;
+    Json dataset = Upload(*dev, tmp / "data.safetensors");
+    params = {{"steps", steps},
+              {"batch_size", 2},
+              {"checkpoint_every", checkpoint_every},
+              {"learning_rate", 0.003},
+              {"seed", 5}};
+    h::HttpResult sub = dev->Post(
+        "/v1/jobs",
+        Json{{"kind", "lora-sd"}, {"params", params}, {"model", model}, {"dataset", dataset}});
+    INFO(sub.Describe());
+    REQUIRE(sub.status == 201);
+    id = sub.json()["id"].get<std::string>();
   }
-  REQUIRE(RunTrain(model_args, tmp / "make.log") == 0);
-  REQUIRE(RunTrain(data_args, tmp / "make.log") == 0);
-  Result<std::string> cfg_text = ReadFile(tmp / "config.json");
-  REQUIRE(cfg_text.ok());
-  Json config = *ParseJson(*cfg_text);
+  Json Job() { return dev->Get("/v1/jobs/" + id).json(); }
+};
 
-  h::CoordinatorOptions o;
-  o.heartbeat_interval_s = 0.2;
-  o.extra_args = {"--retry-after", "0.1"};
-  h::CoordinatorProcess coord(tmp.path(), o);
+// The whole story for one tiny job.
+void RunEndToEnd(bool sdxl, int64_t steps) {
+  TinyLoraJob t(sdxl, steps, 20);
+  TempDir& tmp = t.tmp;
+  h::CoordinatorProcess& coord = *t.coord;
+  h::HttpClient& dev = *t.dev;
+  const std::string& id = t.id;
+  const Json& params = t.params;
+  const Json& config = t.config;
+  const std::string* enroll = &t.enroll;
   std::string error;
-  REQUIRE(coord.Start(&error));
-  std::optional<std::string> dev_token = h::CreateKey(coord, "developer", &error);
-  std::optional<std::string> enroll = h::CreateKey(coord, "enroll", &error);
-  REQUIRE(dev_token);
-  REQUIRE(enroll);
-  h::HttpClient dev = coord.Client(*dev_token);
-
-  Json model = Upload(dev, tmp / "weights.safetensors");
-  model["config"] = config;
-  Json dataset = Upload(dev, tmp / "data.safetensors");
-  Json params = {{"steps", steps},
-                 {"batch_size", 2},
-                 {"checkpoint_every", 20},
-                 {"learning_rate", 0.003},
-                 {"seed", 5}};
-  h::HttpResult sub = dev.Post(
-      "/v1/jobs",
-      Json{{"kind", "lora-sd"}, {"params", params}, {"model", model}, {"dataset", dataset}});
-  INFO(sub.Describe());
-  REQUIRE(sub.status == 201);
-  std::string id = sub.json()["id"].get<std::string>();
-  auto job = [&] { return dev.Get("/v1/jobs/" + id).json(); };
+  auto job = [&] { return t.Job(); };
 
   h::AgentProcess a(tmp.path(), "agent-a", coord.url(), *enroll);
   REQUIRE(a.Start(&error));
@@ -169,4 +196,34 @@ TEST_CASE("lora-sd job end to end through coordinator and agents across a SIGTER
 TEST_CASE("SDXL-shaped lora-sd job end to end through coordinator and agents across a SIGTERM",
           "[lora_sd][sdxl][e2e]") {
   RunEndToEnd(/*sdxl=*/true, 80);
+}
+
+// Verified training on CPU (docs/architecture.md "Verified training"): agents started with
+// --verify replay each other's committed segments with gleaner-train --stop-at-step; lora-sd on
+// CPU is exact, so every replay must hash to the trainer's checkpoint.
+TEST_CASE("lora-sd: agents with --verify replay each other's segments and agree on every one",
+          "[lora_sd][e2e][verification]") {
+  TinyLoraJob t(/*sdxl=*/false, 24, 8, {"--verify-fraction", "1"});
+  std::string error;
+  h::AgentProcess a(t.tmp.path(), "agent-a", t.coord->url(), t.enroll, {}, {"--verify"});
+  h::AgentProcess b(t.tmp.path(), "agent-b", t.coord->url(), t.enroll, {}, {"--verify"});
+  REQUIRE(a.Start(&error));
+  REQUIRE(b.Start(&error));
+  const bool settled = h::WaitUntil(
+      [&] {
+        Json j = t.Job();
+        return j.value("state", "") == "completed" && j["verification"]["open"] == 0;
+      },
+      h::Millis(180000), h::Millis(100));
+  INFO(a.Log());
+  INFO(b.Log());
+  REQUIRE(settled);
+  Json e = t.dev->Get("/v1/jobs/" + t.id + "/events").json();
+  REQUIRE(e["verifications"].size() >= 1);
+  for (const Json& v : e["verifications"]) {
+    INFO(DumpJson(v));
+    CHECK(v["verdict"] == "agree");
+    CHECK(v["node_id"] != v["trainer_node"]);
+  }
+  CHECK(e["job"]["verification"]["rejected"] == 0);
 }

@@ -93,6 +93,81 @@ TEST_CASE("SDXL-shaped: 20 steps straight and 10 + resume + 10 give byte-identic
 
 namespace {
 
+// A replay: the job's run resumed from `resume` ("" = from scratch) with --stop-at-step.
+int Replay(const TinyJob& job, const Json& params, const std::string& work,
+           const std::string& resume, int64_t stop_at) {
+  RunArgs a;
+  a.spec = job.Spec(params);
+  a.work_dir = work;
+  a.resume_dir = resume;
+  a.stop_at_step = stop_at;
+  return RunLoraSd(a);
+}
+
+bool PathExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// Every file of checkpoint directory `dir` (MANIFEST.json included), by name.
+std::map<std::string, std::string> CheckpointFiles(const std::string& dir, int64_t step) {
+  Result<CheckpointManifest> m = VerifyCheckpointDir(dir);
+  REQUIRE(m.ok());
+  CHECK(m->step == step);
+  std::map<std::string, std::string> out = {{kManifestName, Bytes(dir + "/" + kManifestName)}};
+  for (const ManifestFile& f : m->files) out[f.name] = Bytes(dir + "/" + f.name);
+  return out;
+}
+
+}  // namespace
+
+// A replay of a segment (verification) must give the very bytes the trainer committed: on the
+// checkpoint schedule, off it (where a stopped run checkpoints), and at the job's last step.
+TEST_CASE("a replay (--stop-at-step) writes the checkpoint of that step as a full run does",
+          "[lora_sd][resume][replay]") {
+  TinyJob job(8);
+  Json params = {{"steps", 12},
+                 {"batch_size", 2},
+                 {"rank", 4},
+                 {"alpha", 8},
+                 {"learning_rate", 1e-3},
+                 {"checkpoint_every", 4},
+                 {"lr_scheduler", "cosine"},
+                 {"warmup_steps", 3},
+                 {"gradient_accumulation", 2},
+                 {"seed", 42}};
+  std::string full = job.tmp / "full";
+  REQUIRE(job.Run(job.Spec(params), full) == kExitDone);
+  // On the schedule, from the checkpoint before it: the full run's checkpoint 8.
+  std::string a = job.tmp / "a";
+  REQUIRE(Replay(job, params, a, CheckpointDirFor(full, 4), 8) == kExitDone);
+  CHECK((CheckpointFiles(CheckpointDirFor(a, 8), 8) ==
+         CheckpointFiles(CheckpointDirFor(full, 8), 8)));
+  CHECK_FALSE(PathExists(OutputDirFor(a)));
+  // Off the schedule: from scratch and from checkpoint 4, the same step 6.
+  std::string b = job.tmp / "b", c = job.tmp / "c";
+  REQUIRE(Replay(job, params, b, "", 6) == kExitDone);
+  REQUIRE(Replay(job, params, c, CheckpointDirFor(full, 4), 6) == kExitDone);
+  CHECK((CheckpointFiles(CheckpointDirFor(b, 6), 6) == CheckpointFiles(CheckpointDirFor(c, 6), 6)));
+  // ... and resuming from it finishes with the full run's outputs.
+  std::string d = job.tmp / "d";
+  REQUIRE(job.Run(job.Spec(params), d, CheckpointDirFor(b, 6)) == kExitDone);
+  for (const char* f : {"lora.safetensors", "lora_peft.safetensors"}) {
+    INFO(f);
+    CHECK((Bytes(OutputDirFor(d) + "/" + f) == Bytes(OutputDirFor(full) + "/" + f)));
+  }
+  // The last step: a checkpoint there, no output.
+  std::string e = job.tmp / "e";
+  REQUIRE(Replay(job, params, e, CheckpointDirFor(full, 8), 12) == kExitDone);
+  CheckpointFiles(CheckpointDirFor(e, 12), 12);
+  CHECK_FALSE(PathExists(OutputDirFor(e)));
+  // Beyond the job, or not after the resume point: the job's fault.
+  CHECK(Replay(job, params, job.tmp / "f", "", 13) == kExitFailed);
+  CHECK(Replay(job, params, job.tmp / "g", CheckpointDirFor(full, 8), 8) == kExitFailed);
+}
+
+namespace {
+
 void CheckLossDecreases(bool sdxl) {
   constexpr int kSteps = 150;
   TinyJob job(8, /*prior=*/false, sdxl);
