@@ -17,6 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!again.ok() || again->type != r->type ||
       (r->type != Type::kError && again->step != r->step) ||
       (r->type == Type::kCheckpoint && again->dir != r->dir) ||
+      (r->type == Type::kClassImages && again->count != r->count) ||
       (r->type == Type::kError && again->reason != r->reason))
     abort();
   return 0;
