@@ -2,7 +2,8 @@
 // real gleaner-train binary on a tiny generated diffusers model and a photo archive: only the
 // missing ones are rendered, with the same bytes on a re-run; a SIGTERM while rendering keeps the
 // finished images and a restart renders only the rest, ending equal to an uninterrupted run; the
-// cache is reused (no file rewritten) and a damaged cached image is rendered again.
+// cache is reused (no file rewritten), a damaged cached image is rendered again, and with
+// train_text_encoder the generated images are captioned too.
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -36,7 +37,7 @@ struct ClassJob {
   std::string spec_path = tmp / "SPEC.json";
   int runs = 0;
 
-  ClassJob(int supplied, int64_t num, int64_t steps = 2) {
+  ClassJob(int supplied, int64_t num, const Json& more_params = Json::object()) {
     REQUIRE(models::WriteTinyDiffusersModel(tmp / "model", false, 7).ok());
     std::vector<iw::ZipEntry> entries = {{"dog1.png", Png(16, 20, 1)},
                                          {"dog2.png", Png(20, 16, 2)}};
@@ -44,12 +45,13 @@ struct ClassJob {
       entries.push_back({"class/" + std::to_string(i) + ".png", Png(18, 18, 10 + i)});
     }
     REQUIRE(WriteFileDurable(tmp / "photos.zip", iw::WriteZip(entries)).ok());
-    Json params = {{"steps", steps},
-                   {"checkpoint_every", steps},
+    Json params = {{"steps", 2},
+                   {"checkpoint_every", 2},
                    {"seed", 9},
                    {"instance_prompt", "a photo of sks dog"},
                    {"class_prompt", "a dog"},
                    {"num_class_images", num}};
+    params.update(more_params);
     Json spec = {{"job_id", "job-c"},
                  {"kind", "lora-sd"},
                  {"params", params},
@@ -138,7 +140,7 @@ std::string Event(int64_t count) {
 
 }  // namespace
 
-TEST_CASE("class images: none supplied, all generated, the same bytes on a re-run",
+TEST_CASE("class images: none supplied, all generated with the same bytes on a re-run",
           "[lora_sd][class_images]") {
   ClassJob job(0, 3);
   const std::string a = job.tmp / "a", b = job.tmp / "b";
@@ -189,7 +191,7 @@ TEST_CASE("class images: only the missing ones are generated", "[lora_sd][class_
   CHECK(EncodedClassImages(w2) == 2);
 }
 
-TEST_CASE("class images: a SIGTERM while generating keeps what was rendered; a restart ends equal",
+TEST_CASE("class images: a SIGTERM while generating keeps what was rendered, a restart ends equal",
           "[lora_sd][class_images][signal]") {
   constexpr int kCount = 5;  // each takes a good part of a second: the signal lands among them
   ClassJob job(0, kCount);
@@ -231,7 +233,7 @@ TEST_CASE("class images: a SIGTERM while generating keeps what was rendered; a r
   CHECK(Bytes(cut + "/output/lora.safetensors") == Bytes(whole + "/output/lora.safetensors"));
 }
 
-TEST_CASE("class images: the cache dir's images are reused, a damaged one rendered again",
+TEST_CASE("class images: the cache dir's images are reused and a damaged one rendered again",
           "[lora_sd][class_images]") {
   ClassJob job(1, 4);
   const std::string cache = job.tmp / "cache";
@@ -263,6 +265,19 @@ TEST_CASE("class images: the cache dir's images are reused, a damaged one render
   CHECK(third.out.find(Event(1)) != std::string::npos);
   CHECK(ClassPngs(cache) == pngs);
   CHECK(FileId(ClassDir(cache) + "/0000.png") == ids.at("0000.png"));
+}
+
+TEST_CASE("class images with train_text_encoder: the generated ones join the caption ids too",
+          "[lora_sd][class_images]") {
+  ClassJob job(1, 3, {{"train_text_encoder", true}});
+  const std::string work = job.tmp / "w";
+  ClassJob::Run r = job.Train(work);
+  INFO(r.err);
+  REQUIRE(r.code == kExitDone);
+  CHECK(r.out.find(Event(2)) != std::string::npos);
+  CHECK(EncodedClassImages(work) == 3);
+  TensorMap peft = MustLoad(work + "/output/lora_peft.safetensors");
+  CHECK(peft.count("text_encoder.text_model.encoder.layers.0.self_attn.q_proj.lora_A.weight") == 1);
 }
 
 TEST_CASE("class images need an image dataset: refused at start", "[lora_sd][class_images]") {
