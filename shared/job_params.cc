@@ -159,6 +159,7 @@ Result<LoraSdParams> LoraSdParams::Parse(const Json& params) {
                                       "adam_epsilon",
                                       "instance_prompt",
                                       "class_prompt",
+                                      "num_class_images",
                                       "train_text_encoder",
                                       "text_encoder_lr",
                                       "sample_prompts",
@@ -204,6 +205,12 @@ Result<LoraSdParams> LoraSdParams::Parse(const Json& params) {
   // Image datasets (optional; kept only when given): the captions of images without a .txt.
   r.String("instance_prompt", &p.instance_prompt, false, 4096);
   r.String("class_prompt", &p.class_prompt, false, 4096);
+  r.Int("num_class_images", &p.num_class_images, false, 1, kMaxClassImages);
+  if (r.ok() && p.num_class_images > 0 && p.class_prompt.empty()) {
+    return Status::Invalid(
+        "params.num_class_images needs params.class_prompt (the prompt missing class images are "
+        "generated from)");
+  }
   p.has_train_text_encoder =
       r.Bool("train_text_encoder", &p.train_text_encoder, false) && r.Has("train_text_encoder");
   p.text_encoder_lr = p.learning_rate;
@@ -239,6 +246,7 @@ Json LoraSdParams::ToJson() const {
            {"adam_epsilon", adam_epsilon}};
   if (!instance_prompt.empty()) out["instance_prompt"] = instance_prompt;
   if (!class_prompt.empty()) out["class_prompt"] = class_prompt;
+  if (num_class_images > 0) out["num_class_images"] = num_class_images;
   if (has_train_text_encoder) out["train_text_encoder"] = train_text_encoder;
   if (has_text_encoder_lr) out["text_encoder_lr"] = text_encoder_lr;
   for (const auto& field : samples.items()) out[field.key()] = field.value();

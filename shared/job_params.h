@@ -18,6 +18,7 @@ namespace gleaner {
 constexpr int64_t kMaxJobSteps = 10000000;
 constexpr int64_t kMaxSamplePrompts = 8;
 constexpr int64_t kMaxSamplePromptChars = 1000;
+constexpr int64_t kMaxClassImages = 1000;  // lora-sd num_class_images
 // Largest integer every shell represents exactly (the edge shell is JavaScript).
 constexpr int64_t kMaxSafeInteger = 9007199254740991;
 
@@ -64,6 +65,9 @@ struct LoraSdParams {
   // Image datasets (kept in the spec only when given): the caption of an image without a .txt,
   // the class folder's caption, and LoRA on the text encoders.
   std::string instance_prompt, class_prompt;  // up to 4096 bytes; "" = not given
+  // Prior preservation: class images wanted in all; those the dataset lacks are generated from
+  // class_prompt with the base model before training (needs class_prompt). 0 = not given.
+  int64_t num_class_images = 0;  // 1..kMaxClassImages
   bool has_train_text_encoder = false;
   bool train_text_encoder = false;
   // The text encoders' LoRA learning rate (with train_text_encoder); default learning_rate.

@@ -41,6 +41,14 @@ void EmitSamples(int64_t step, const std::string& dir, double seconds) {
   EmitProgress(e);
 }
 
+void EmitClassImages(int64_t count, double seconds) {
+  ProgressEvent e;
+  e.type = ProgressEvent::Type::kClassImages;
+  e.count = count;
+  e.seconds = seconds;
+  EmitProgress(e);
+}
+
 void EmitDone(int64_t step) {
   ProgressEvent e;
   e.type = ProgressEvent::Type::kDone;

@@ -14,6 +14,7 @@ void EmitProgress(const ProgressEvent& e);
 void EmitStep(int64_t step, int64_t steps, double loss, bool has_loss, double samples_per_s);
 void EmitCheckpoint(int64_t step, const std::string& dir);
 void EmitSamples(int64_t step, const std::string& dir, double seconds);
+void EmitClassImages(int64_t count, double seconds);
 void EmitDone(int64_t step);
 void EmitError(const std::string& reason);
 

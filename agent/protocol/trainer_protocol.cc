@@ -99,6 +99,9 @@ std::string FormatProgressEvent(const ProgressEvent& e) {
              " seconds=" + FormatDouble(e.seconds);
     case ProgressEvent::Type::kDone:
       return "gleaner done step=" + std::to_string(e.step);
+    case ProgressEvent::Type::kClassImages:
+      return "gleaner class_images count=" + std::to_string(e.count) +
+             " seconds=" + FormatDouble(e.seconds);
     case ProgressEvent::Type::kError:
       return "gleaner error reason=" + PercentEncode(e.reason.substr(0, kMaxEventText));
   }
@@ -129,6 +132,8 @@ Result<ProgressEvent> ParseProgressEvent(const std::string& line) {
     e.type = ProgressEvent::Type::kDone;
   } else if (type == "error") {
     e.type = ProgressEvent::Type::kError;
+  } else if (type == "class_images") {
+    e.type = ProgressEvent::Type::kClassImages;
   } else {
     return Status::Invalid("unknown progress event '" + type.substr(0, 32) + "'");
   }
@@ -148,6 +153,8 @@ Result<ProgressEvent> ParseProgressEvent(const std::string& line) {
       e.has_loss = ok;
     } else if (k == "seconds") {
       ok = ParseDouble(v, &e.seconds) && e.seconds >= 0 && e.seconds < 1e9;
+    } else if (k == "count") {
+      ok = ParseInt(v, &e.count) && e.count >= 0;
     } else if (k == "samples_per_s") {
       ok = ParseDouble(v, &e.samples_per_s);
     } else if (k == "dir") {
@@ -159,7 +166,8 @@ Result<ProgressEvent> ParseProgressEvent(const std::string& line) {
     }  // unknown keys are ignored: newer trainers may say more
     if (!ok) return Status::Invalid("bad value for progress field '" + k.substr(0, 32) + "'");
   }
-  if (e.type != ProgressEvent::Type::kError && !has_step) {
+  if (e.type != ProgressEvent::Type::kError && e.type != ProgressEvent::Type::kClassImages &&
+      !has_step) {
     return Status::Invalid("progress event without step");
   }
   if ((e.type == ProgressEvent::Type::kCheckpoint || e.type == ProgressEvent::Type::kSamples) &&

@@ -31,7 +31,8 @@
 //     last step, before the output), so an interrupted sampling never costs a checkpoint.
 // Progress: one line per event on stdout (see ProgressEvent). stderr is free-form diagnostics;
 //   the agent keeps its last lines for failure reports.
-// Signals: SIGTERM or SIGINT = checkpoint at the next step boundary, then exit kExitInterrupted.
+// Signals: SIGTERM or SIGINT = checkpoint at the next step boundary, then exit kExitInterrupted
+//   (before the first step, e.g. while rendering class images into CACHE_DIR: exit at once).
 //   The trainer asks for PR_SET_PDEATHSIG so it dies with the agent.
 // Exit codes below; any other code or a signal death is a crash.
 #pragma once
@@ -61,18 +62,21 @@ constexpr int kManifestVersion = 1;
 //   "gleaner progress step=120 steps=1000 loss=0.0123 samples_per_s=3.5"
 //   "gleaner checkpoint step=100 dir=/path/to/DIR/checkpoints/0000000100"
 //   "gleaner samples step=100 dir=/path/to/DIR/samples/0000000100 seconds=1.25"
+//   "gleaner class_images count=200 seconds=310.5"   (before training; no step)
 //   "gleaner done step=1000"
 //   "gleaner error reason=<percent-encoded text>"
 struct ProgressEvent {
-  // kSamples is newer than the others: an agent that predates it logs the line and ignores it.
-  enum class Type { kProgress, kCheckpoint, kSamples, kDone, kError };
+  // kSamples and kClassImages are newer than the others: an agent that predates them logs the
+  // line and ignores it.
+  enum class Type { kProgress, kCheckpoint, kSamples, kDone, kError, kClassImages };
   Type type = Type::kProgress;
   int64_t step = 0;
   int64_t steps = 0;
   double loss = 0;  // NaN when absent
   bool has_loss = false;
   double samples_per_s = 0;
-  double seconds = 0;  // kSamples: wall time spent rendering them
+  double seconds = 0;  // kSamples, kClassImages: wall time spent rendering them
+  int64_t count = 0;   // kClassImages: prior-preservation class images rendered
   std::string dir;     // kCheckpoint, kSamples
   std::string reason;  // kError, decoded
 };

@@ -282,6 +282,10 @@ void Run::OnStdout(const std::string& line) {
     case ProgressEvent::Type::kDone:
       step_ = e->step;
       break;
+    case ProgressEvent::Type::kClassImages:
+      Log("job %s: %lld class images rendered in %.1f s", job_.job_id.c_str(),
+          static_cast<long long>(e->count), e->seconds);
+      break;
     case ProgressEvent::Type::kError: {
       std::lock_guard<std::mutex> lock(mu_);
       error_reason_ = e->reason;

@@ -1,6 +1,7 @@
 #include "agent/train/lora_sd/image_dataset.h"
 
 #include <cstdio>
+#include <functional>
 #include <map>
 
 #include "agent/train/images/archive.h"
@@ -64,9 +65,36 @@ torch::Tensor TimeIds(const images::PreparedImage& p) {
   return torch::tensor(v, torch::kFloat32).view({1, 6});
 }
 
+// One image of a list to encode: where messages say it is, its caption, and its pixels.
+struct ListedImage {
+  std::string path;
+  std::string caption;
+  std::function<Result<images::Image>()> decode;
+};
+
+// The instance images, or the class images (the dataset's, then the generated ones), in order.
+std::vector<ListedImage> ListImages(const images::Dataset& d, const ImageEncoding& o,
+                                    bool is_class) {
+  std::vector<ListedImage> list;
+  for (const images::DatasetImage& image : is_class ? d.class_images() : d.instance_images()) {
+    list.push_back({image.path, image.caption, [&d, image] { return d.Decode(image); }});
+  }
+  if (!is_class) return list;
+  for (const std::string& path : o.generated_class_images) {
+    list.push_back({path, o.class_prompt, [path]() -> Result<images::Image> {
+                      Result<std::string> bytes = files::ReadAll(path);
+                      if (!bytes.ok()) return bytes.status();
+                      Result<images::Image> image = images::DecodeImage(*bytes);
+                      if (!image.ok())
+                        return Status::Invalid(path + ": " + image.status().message());
+                      return image;
+                    }});
+  }
+  return list;
+}
+
 // Encodes one list (instance or class images) into `out` under `prefix`.
-Status EncodeList(models::DiffusersModel& m, const images::Dataset& d,
-                  const std::vector<images::DatasetImage>& list, bool is_class,
+Status EncodeList(models::DiffusersModel& m, const std::vector<ListedImage>& list, bool is_class,
                   const ImageEncoding& o, torch::Generator& gen, torch::Device device,
                   TensorMap* out) {
   images::TransformOptions t;
@@ -76,7 +104,7 @@ Status EncodeList(models::DiffusersModel& m, const images::Dataset& d,
   std::vector<torch::Tensor> latents, text, pooled, time_ids;
   std::map<std::string, TextEmbedding> by_caption;  // captions repeat (the prompt)
   for (size_t i = 0; i < list.size(); ++i) {
-    Result<images::Image> image = d.Decode(list[i]);
+    Result<images::Image> image = list[i].decode();
     if (!image.ok()) return image.status();
     images::PreparedImage p = images::PrepareImage(*image, t, images::ImageKey(i, is_class));
     torch::Tensor x =
@@ -118,6 +146,15 @@ Result<std::string> CacheKey(const std::string& dataset_path, const ImageEncodin
             {"class_prompt", o.class_prompt},
             {"scaling_factor", m.vae_config.scaling_factor},
             {"sdxl", m.sdxl()}};
+  if (!o.generated_class_images.empty()) {
+    Json generated = Json::array();
+    for (const std::string& path : o.generated_class_images) {
+      Result<files::FileDigest> g = files::Digest(path);
+      if (!g.ok()) return g.status();
+      generated.push_back(g->sha256);
+    }
+    j["generated_class_images"] = std::move(generated);
+  }
   return Sha256Hex(j.dump());
 }
 
@@ -146,6 +183,12 @@ ImageEncoding ImageEncodingFor(const models::DiffusersModel& model, const LoraSd
   e.instance_prompt = params.instance_prompt;
   e.class_prompt = params.class_prompt;
   return e;
+}
+
+Result<int64_t> CountClassImages(const std::string& dataset_path, const ImageEncoding& o) {
+  Result<images::Dataset> d = OpenImages(dataset_path, o);
+  if (!d.ok()) return d.status();
+  return int64_t(d->class_images().size());
 }
 
 bool IsImageArchive(const std::string& path) {
@@ -185,9 +228,10 @@ Result<Dataset> EncodeImageDataset(models::DiffusersModel& m, const std::string&
     m.vae->to(device);
     for (models::TextEncoderPart& part : m.text) part.model->to(device);
     torch::Generator gen = at::detail::createCPUGenerator(o.seed);
-    GLEANER_RETURN_IF_ERROR(EncodeList(m, *d, d->instance_images(), false, o, gen, device, &out));
-    if (!d->class_images().empty()) {
-      GLEANER_RETURN_IF_ERROR(EncodeList(m, *d, d->class_images(), true, o, gen, device, &out));
+    GLEANER_RETURN_IF_ERROR(EncodeList(m, ListImages(*d, o, false), false, o, gen, device, &out));
+    const std::vector<ListedImage> class_images = ListImages(*d, o, true);
+    if (!class_images.empty()) {
+      GLEANER_RETURN_IF_ERROR(EncodeList(m, class_images, true, o, gen, device, &out));
     }
     m.vae->to(torch::kCPU);
     for (models::TextEncoderPart& part : m.text) part.model->to(torch::kCPU);
@@ -207,13 +251,12 @@ Result<CaptionIds> TokenizeCaptions(const models::DiffusersModel& m,
   CaptionIds ids;
   Status s = CatchTorch("tokenizing captions", [&]() -> Status {
     for (bool is_class : {false, true}) {
-      const std::vector<images::DatasetImage>& list =
-          is_class ? d->class_images() : d->instance_images();
+      const std::vector<ListedImage> list = ListImages(*d, o, is_class);
       std::vector<torch::Tensor>& dst = is_class ? ids.prior : ids.instance;
       if (list.empty()) continue;
       for (const models::TextEncoderPart& part : m.text) {
         std::vector<torch::Tensor> rows;
-        for (const images::DatasetImage& image : list) {
+        for (const ListedImage& image : list) {
           Result<torch::Tensor> t = CaptionTensor(part, image.caption, image.path);
           if (!t.ok()) return t.status();
           rows.push_back(*t);

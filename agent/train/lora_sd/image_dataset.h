@@ -12,8 +12,9 @@
 //
 // Determinism: the only randomness is the crop (a hash of seed and image key) and the latent
 // sample, drawn from one CPU generator seeded with `seed`, image by image in dataset order
-// (instance images by path, then class images), so the result depends only on the dataset bytes,
-// the model and the options (on a given device type: the VAE runs on CUDA when there is one).
+// (instance images by path, then class images by path, then generated ones), so the result depends
+// only on the dataset bytes, the model and the options (on a given device type: the VAE runs on
+// CUDA when there is one).
 //
 // Cache: the encoding is written (durably) to `cache_path` as a lora-sd latent dataset file
 // (dataset.h) whose safetensors metadata holds format "gleaner-encoded-images", version "1" and
@@ -38,6 +39,9 @@ struct ImageEncoding {
   int height = 512, width = 512;  // target size in pixels (multiples of the VAE factor)
   uint64_t seed = 0;
   std::string instance_prompt, class_prompt;
+  // Class images generated for prior preservation (class_images.h): PNG files that follow the
+  // dataset's own class images, captioned class_prompt, in this order.
+  std::vector<std::string> generated_class_images;
 };
 
 // The job's options: its seed and prompts, and as target the UNet's sample_size times the VAE's
@@ -48,7 +52,11 @@ ImageEncoding ImageEncodingFor(const models::DiffusersModel& model, const LoraSd
 // anything else (a latent dataset file, dataset.h).
 bool IsImageArchive(const std::string& path);
 
-// The encoded dataset (see above). `model` needs its VAE and text encoders unless the cache
+// The number of class images (under class/) in the dataset.
+Result<int64_t> CountClassImages(const std::string& dataset_path, const ImageEncoding& options);
+
+// The encoded dataset (see above; generated class images count as class images, and the cache
+// key covers their bytes). `model` needs its VAE and text encoders unless the cache
 // holds the encoding already.
 Result<Dataset> EncodeImageDataset(models::DiffusersModel& model, const std::string& dataset_path,
                                    const ImageEncoding& options, const std::string& cache_path);

@@ -1,5 +1,7 @@
 #include "agent/train/lora_sd/job_inputs.h"
 
+#include <algorithm>
+
 #include "agent/protocol/trainer_protocol.h"
 
 namespace gleaner::train::lora_sd {
@@ -52,6 +54,26 @@ Result<JobInputs> LoadWeightsFileJob(const Json& spec, const std::string& model_
   return in;
 }
 
+// Diffusers' rule: the class images the dataset lacks (none when it has enough).
+Result<ClassImages> GenerateMissingClassImages(const models::DiffusersModel& model,
+                                               const TensorMap& unet_weights, const LoraSdParams& p,
+                                               const ImageEncoding& encoding,
+                                               const std::string& data_path,
+                                               const std::string& cache_dir,
+                                               const std::function<bool()>& stop) {
+  Result<int64_t> supplied = CountClassImages(data_path, encoding);
+  if (!supplied.ok()) return supplied.status();
+  ClassImageRequest request;
+  request.prompt = p.class_prompt;
+  request.seed = uint64_t(p.seed);
+  request.height = encoding.height;
+  request.width = encoding.width;
+  request.count = std::max<int64_t>(0, p.num_class_images - *supplied);
+  request.mixed_precision = p.mixed_precision;
+  if (request.count == 0) return ClassImages();
+  return GenerateClassImages(model, unet_weights, request, cache_dir, stop);
+}
+
 }  // namespace
 
 std::string EncodedDatasetPath(const std::string& cache_dir) {
@@ -59,22 +81,27 @@ std::string EncodedDatasetPath(const std::string& cache_dir) {
 }
 
 Result<JobInputs> LoadJobInputs(const Json& spec, const LoraSdParams& p,
-                                const std::string& cache_dir) {
+                                const std::string& cache_dir, const std::function<bool()>& stop) {
   Result<std::string> model_path = InputPath(spec, "model");
   if (!model_path.ok()) return model_path.status();
   Result<std::string> data_path = InputPath(spec, "dataset");
   if (!data_path.ok()) return data_path.status();
   const bool images = IsImageArchive(*data_path);
   if (!IsDiffusers(spec)) {
-    if (images || p.train_text_encoder) {
-      return Status::Invalid(std::string(images ? "an image dataset" : "train_text_encoder") +
+    if (images || p.train_text_encoder || p.num_class_images > 0) {
+      const char* what = images                 ? "an image dataset"
+                         : p.train_text_encoder ? "train_text_encoder"
+                                                : "num_class_images";
+      return Status::Invalid(std::string(what) +
                              " needs a base model in diffusers layout (model.format \"" +
                              kModelFormatDiffusers + "\")");
     }
     return LoadWeightsFileJob(spec, *model_path, *data_path);
   }
-  if (p.train_text_encoder && !images) {
-    return Status::Invalid("train_text_encoder needs an image dataset (photos and captions)");
+  if (!images && (p.train_text_encoder || p.num_class_images > 0)) {
+    return Status::Invalid(
+        std::string(p.train_text_encoder ? "train_text_encoder" : "num_class_images") +
+        " needs an image dataset (photos and captions)");
   }
   models::DiffusersLoadOptions options;
   // What encoding the photos or rendering samples (sampling/training_samples.h) needs.
@@ -90,7 +117,19 @@ Result<JobInputs> LoadJobInputs(const Json& spec, const LoraSdParams& p,
     if (!data.ok()) return data.status();
     in.data = std::move(*data);
   } else {
-    const ImageEncoding encoding = ImageEncodingFor(*model, p);
+    ImageEncoding encoding = ImageEncodingFor(*model, p);
+    if (p.num_class_images > 0) {
+      Result<ClassImages> generated = GenerateMissingClassImages(
+          *model, in.unet_weights, p, encoding, *data_path, cache_dir, stop);
+      if (!generated.ok()) return generated.status();
+      if (generated->stopped) {
+        JobInputs stopped;
+        stopped.class_images.stopped = true;
+        return stopped;
+      }
+      encoding.generated_class_images = generated->paths;
+      in.class_images = std::move(*generated);
+    }
     Result<Dataset> data =
         EncodeImageDataset(*model, *data_path, encoding, EncodedDatasetPath(cache_dir));
     if (!data.ok()) return data.status();

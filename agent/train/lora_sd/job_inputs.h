@@ -7,14 +7,21 @@
 //                             inputs.dataset is either an image archive (zip/tar: photos and
 //                             captions, encoded on the node: image_dataset.h, cached as
 //                             `cache_dir`/encoded-dataset.safetensors) or a latent dataset file.
+//                             With params.num_class_images, the class images the archive lacks
+//                             are generated first (class_images.h, cached in `cache_dir`) and
+//                             encoded with the rest; a latent dataset is then refused.
 //
 // Contract: errors are one Status naming the input and the file at fault; the caller fails the
-// job with it (exit 2). Not thread-safe.
+// job with it (exit 2). `stop` is asked while class images are generated; when it says true the
+// result has class_images.stopped set and nothing else (the caller exits as interrupted).
+// Not thread-safe.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
+#include "agent/train/lora_sd/class_images.h"
 #include "agent/train/lora_sd/dataset.h"
 #include "agent/train/lora_sd/image_dataset.h"
 #include "agent/train/lora_sd/trainer.h"
@@ -35,12 +42,15 @@ struct JobInputs {
   std::optional<models::DiffusersModel> model;
   // An image dataset with train_text_encoder only: the encoders and the captions' ids.
   TextTraining text;
+  // What generating class images did (rendered 0: none were needed, or all were cached).
+  ClassImages class_images;
 };
 
 // The encoded image dataset's cache in `cache_dir` (the run's --cache-dir, else its work dir).
 std::string EncodedDatasetPath(const std::string& cache_dir);
 
 Result<JobInputs> LoadJobInputs(const Json& spec, const LoraSdParams& params,
-                                const std::string& cache_dir);
+                                const std::string& cache_dir,
+                                const std::function<bool()>& stop = nullptr);
 
 }  // namespace gleaner::train::lora_sd

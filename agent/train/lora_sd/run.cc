@@ -42,9 +42,16 @@ int Run(const RunArgs& args) {
   if (!p.ok()) return Fail(p.status());
   // The base model and the data (job_inputs.h): a UNet weights file and latents, or a diffusers
   // folder and photos encoded here (the encoding cached in --cache-dir, else the work dir).
-  Result<JobInputs> in =
-      LoadJobInputs(spec, *p, args.cache_dir.empty() ? args.work_dir : args.cache_dir);
+  // Missing class images (class_images.h) are rendered first; a stop there exits at once (there
+  // is no training to checkpoint yet, and every finished image is kept).
+  Result<JobInputs> in = LoadJobInputs(
+      spec, *p, args.cache_dir.empty() ? args.work_dir : args.cache_dir, StopRequested);
   if (!in.ok()) return Fail(in.status());
+  if (in->class_images.stopped) return kExitInterrupted;
+  // Rendering time is reported apart from training's (as sampling time is).
+  if (in->class_images.rendered > 0) {
+    EmitClassImages(in->class_images.rendered, in->class_images.seconds);
+  }
   Result<std::unique_ptr<Trainer>> tr =
       Trainer::Create(in->config, in->unet_weights, std::move(in->data), *p, std::move(in->text));
   if (!tr.ok()) return Fail(tr.status());

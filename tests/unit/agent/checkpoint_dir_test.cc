@@ -142,3 +142,19 @@ TEST_CASE("sample sets: written like checkpoints, verified strictly, the event r
   CHECK(!ParseProgressEvent("gleaner samples step=1 dir=x seconds=-1").ok());
   CHECK(!ParseProgressEvent("gleaner samples step=1 dir=x seconds=nan").ok());
 }
+
+TEST_CASE("the class_images event round-trips without a step", "[ckpt]") {
+  ProgressEvent e;
+  e.type = ProgressEvent::Type::kClassImages;
+  e.count = 200;
+  e.seconds = 310.5;
+  const std::string line = FormatProgressEvent(e);
+  CHECK(line == "gleaner class_images count=200 seconds=310.5");
+  auto parsed = ParseProgressEvent(line);
+  REQUIRE(parsed.ok());
+  CHECK(parsed->type == ProgressEvent::Type::kClassImages);
+  CHECK(parsed->count == 200);
+  CHECK(parsed->seconds == 310.5);
+  CHECK(!ParseProgressEvent("gleaner class_images count=-1 seconds=1").ok());
+  CHECK(!ParseProgressEvent("gleaner class_images count=x").ok());
+}

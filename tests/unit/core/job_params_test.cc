@@ -126,3 +126,22 @@ TEST_CASE("UNet config check: SDXL's text_time sizes must leave a pooled embeddi
   bad["projection_class_embeddings_input_dim"] = "2816";
   CHECK_FALSE(CheckUnetConfig(bad, "model.config").ok());
 }
+
+TEST_CASE("lora-sd num_class_images: 1..1000, kept when given, needs class_prompt", "[params]") {
+  Json ok = *NormalizeParams("lora-sd",
+                             {{"steps", 10}, {"class_prompt", "a dog"}, {"num_class_images", 200}});
+  CHECK(ok["num_class_images"] == 200);
+  CHECK(LoraSdParams::Parse(ok)->num_class_images == 200);
+  CHECK(LoraSdParams::Parse(ok)->ToJson() == ok);
+  CHECK_FALSE(NormalizeParams("lora-sd", {{"steps", 10}})->contains("num_class_images"));
+  Result<LoraSdParams> alone = LoraSdParams::Parse({{"steps", 10}, {"num_class_images", 5}});
+  REQUIRE_FALSE(alone.ok());
+  CHECK(alone.status().message().find("params.num_class_images needs params.class_prompt") == 0);
+  for (const Json& n : {Json(0), Json(1001), Json(-1), Json(2.5), Json("5")}) {
+    INFO(n.dump());
+    Result<LoraSdParams> bad =
+        LoraSdParams::Parse({{"steps", 10}, {"class_prompt", "a dog"}, {"num_class_images", n}});
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.status().message().find("params.num_class_images") == 0);
+  }
+}

@@ -273,6 +273,9 @@ TEST_CASE("jobs: bad submissions are 400 and change nothing", "[jobs]") {
       {{"kind", "synthetic"}, {"params", {{"steps", 10}}}, {"extra", 1}},
       {{"kind", "synthetic"}, {"params", Json::array()}},
       {{"kind", "lora-sd"}, {"params", {{"steps", 10}}}},
+      {{"kind", "lora-sd"}, {"params", {{"steps", 10}, {"num_class_images", 10}}}},
+      {{"kind", "lora-sd"},
+       {"params", {{"steps", 10}, {"class_prompt", "a dog"}, {"num_class_images", 1001}}}},
   };
   for (const Json& c : cases) {
     Resp r = env.Post("/v1/jobs", dev, c);
@@ -281,5 +284,12 @@ TEST_CASE("jobs: bad submissions are 400 and change nothing", "[jobs]") {
     CHECK(r.ErrorCode() == "bad_request");
     CHECK(!r.json["error"]["message"].get<std::string>().empty());
   }
+  // Params are checked before the inputs: the message names the field at fault.
+  Resp no_prompt =
+      env.Post("/v1/jobs", dev,
+               {{"kind", "lora-sd"}, {"params", {{"steps", 10}, {"num_class_images", 10}}}});
+  CHECK(no_prompt.status == 400);
+  CHECK(no_prompt.json["error"]["message"].get<std::string>().find(
+            "params.num_class_images needs params.class_prompt") != std::string::npos);
   CHECK(env.Snapshot() == before);
 }
