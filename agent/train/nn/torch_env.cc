@@ -14,6 +14,9 @@ void ApplyTorchEnvironment() {
     ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
     UseDeterministicAlgorithms();
   }
+  const char* threads = std::getenv("GLEANER_CPU_THREADS");
+  long n = threads != nullptr ? std::strtol(threads, nullptr, 10) : 1;
+  torch::set_num_threads(n >= 1 && n <= 1024 ? int(n) : 1);
 }
 
 }  // namespace gleaner::train

@@ -7,12 +7,14 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 
 #include "agent/protocol/checkpoint_dir.h"
 #include "agent/protocol/trainer_protocol.h"
 #include "agent/train/kinds.h"
 #include "agent/train/lora_sd/dataset.h"
 #include "agent/train/lora_sd/trainer.h"
+#include "agent/train/nn/torch_env.h"
 #include "train_test_util.h"  // Catch2, via the CHECK fix-up
 
 using namespace gleaner;
@@ -323,4 +325,76 @@ TEST_CASE("SIGTERM checkpoints at a step boundary and the run resumes to the end
   CHECK(seen.find("gleaner checkpoint step=" + std::to_string(m->step)) != std::string::npos);
   CHECK(RunBin({"run", "--spec", spec_path, "--work-dir", work, "--resume", ckpt}) == kExitDone);
   CHECK(VerifyCheckpointDir(OutputDirFor(work)).ok());
+}
+
+namespace {
+
+// Sets an environment variable for a scope (the children forked inside inherit it).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    if (old != nullptr) old_ = old;
+    had_ = old != nullptr;
+    if (value != nullptr) {
+      ::setenv(name, value, 1);
+    } else {
+      ::unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      ::setenv(name_.c_str(), old_.c_str(), 1);
+    } else {
+      ::unsetenv(name_.c_str());
+    }
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+}  // namespace
+
+// A resume or a replay on another node must give the same bytes, and nodes have different core
+// counts: libtorch's default (one thread per core, or OMP_NUM_THREADS) splits CPU sums
+// differently, which moves fp32 LoRA tensors (1 vs 2 threads: ~1e-6 within 10 steps). The
+// trainer pins its CPU threads instead (nn/torch_env.h).
+TEST_CASE("CPU training gives the same bytes whatever the node's thread count", "[lora_sd][cli]") {
+  TinyJob job(8);
+  Json spec = job.Spec({{"steps", 15}, {"checkpoint_every", 15}, {"batch_size", 4}});
+  std::string spec_path = job.tmp / "SPEC.json";
+  REQUIRE(WriteFileDurable(spec_path, spec.dump()).ok());
+  auto lora = [&](const char* omp, const char* pinned, const std::string& name) {
+    ScopedEnv a("OMP_NUM_THREADS", omp), b("GLEANER_CPU_THREADS", pinned);
+    std::string work = job.tmp / name;
+    REQUIRE(RunBin({"run", "--spec", spec_path, "--work-dir", work}) == kExitDone);
+    return Bytes(OutputDirFor(work) + "/lora.safetensors");
+  };
+  std::string one = lora("1", nullptr, "one"), two = lora("2", nullptr, "two");
+  CHECK(one == two);
+  // The pin is what holds it: with 2 threads chosen explicitly, the bytes differ.
+  CHECK(lora(nullptr, "2", "pinned2") != one);
+}
+
+TEST_CASE("the trainer's CPU thread count comes from GLEANER_CPU_THREADS, default 1", "[lora_sd]") {
+  const int before = torch::get_num_threads();
+  {
+    ScopedEnv e("GLEANER_CPU_THREADS", nullptr);
+    torch::set_num_threads(2);
+    ApplyTorchEnvironment();
+    CHECK(torch::get_num_threads() == 1);
+  }
+  {
+    ScopedEnv e("GLEANER_CPU_THREADS", "2");
+    ApplyTorchEnvironment();
+    CHECK(torch::get_num_threads() == 2);
+  }
+  {
+    ScopedEnv e("GLEANER_CPU_THREADS", "zero");
+    ApplyTorchEnvironment();
+    CHECK(torch::get_num_threads() == 1);
+  }
+  torch::set_num_threads(before);
 }
