@@ -109,6 +109,42 @@ struct TinyLoraJob {
     id = sub.json()["id"].get<std::string>();
   }
   Json Job() { return dev->Get("/v1/jobs/" + id).json(); }
+
+  // The completed job's output files, by name.
+  std::map<std::string, std::string> Outputs() {
+    h::HttpResult res = dev->Get("/v1/jobs/" + id + "/result");
+    INFO(res.Describe());
+    REQUIRE(res.status == 200);
+    std::map<std::string, std::string> got;
+    const Json result = res.json();  // held: a range over a temporary's member dangles
+    for (const Json& out : result["outputs"]) {
+      got[out["name"].get<std::string>()] =
+          h::HttpClient::Fetch("GET", out["url"].get<std::string>()).body;
+    }
+    REQUIRE(got.count("lora.safetensors"));
+    REQUIRE(got.count("lora_peft.safetensors"));
+    return got;
+  }
+
+  // The job run locally, uninterrupted, by the honest trainer: got must hold the same bytes.
+  void CheckHonestOutputs(std::map<std::string, std::string>& got) {
+    Json spec = {
+        {"job_id", id},
+        {"kind", "lora-sd"},
+        {"steps", params["steps"]},
+        {"params", params},
+        {"inputs", {{"model", tmp / "weights.safetensors"}, {"dataset", tmp / "data.safetensors"}}},
+        {"model", {{"config", config}}}};
+    REQUIRE(WriteFileDurable(tmp / "SPEC.json", spec.dump()).ok());
+    REQUIRE(RunTrain({"run", "--spec", tmp / "SPEC.json", "--work-dir", tmp / "local"},
+                     tmp / "local.log") == 0);
+    for (const char* f : {"lora.safetensors", "lora_peft.safetensors"}) {
+      INFO(f);
+      Result<std::string> local = ReadFile(tmp / ("local/output/" + std::string(f)));
+      REQUIRE(local.ok());
+      CHECK((got[f] == *local));
+    }
+  }
 };
 
 // The whole story for one tiny job.
@@ -116,10 +152,6 @@ void RunEndToEnd(bool sdxl, int64_t steps) {
   TinyLoraJob t(sdxl, steps, 20);
   TempDir& tmp = t.tmp;
   h::CoordinatorProcess& coord = *t.coord;
-  h::HttpClient& dev = *t.dev;
-  const std::string& id = t.id;
-  const Json& params = t.params;
-  const Json& config = t.config;
   const std::string* enroll = &t.enroll;
   std::string error;
   auto job = [&] { return t.Job(); };
@@ -151,35 +183,9 @@ void RunEndToEnd(bool sdxl, int64_t steps) {
   REQUIRE(done);
   CHECK(b.Log().find("resum") != std::string::npos);
 
-  h::HttpResult res = dev.Get("/v1/jobs/" + id + "/result");
-  INFO(res.Describe());
-  REQUIRE(res.status == 200);
-  std::map<std::string, std::string> got;
-  Json result = res.json();
-  for (const Json& out : result["outputs"]) {
-    got[out["name"].get<std::string>()] =
-        h::HttpClient::Fetch("GET", out["url"].get<std::string>()).body;
-  }
-  REQUIRE(got.count("lora.safetensors"));
-  REQUIRE(got.count("lora_peft.safetensors"));
-
+  std::map<std::string, std::string> got = t.Outputs();
   // The same job run locally without interruption gives the same bytes.
-  Json spec = {
-      {"job_id", id},
-      {"kind", "lora-sd"},
-      {"steps", steps},
-      {"params", params},
-      {"inputs", {{"model", tmp / "weights.safetensors"}, {"dataset", tmp / "data.safetensors"}}},
-      {"model", {{"config", config}}}};
-  REQUIRE(WriteFileDurable(tmp / "SPEC.json", spec.dump()).ok());
-  REQUIRE(RunTrain({"run", "--spec", tmp / "SPEC.json", "--work-dir", tmp / "local"},
-                   tmp / "local.log") == 0);
-  for (const char* f : {"lora.safetensors", "lora_peft.safetensors"}) {
-    INFO(f);
-    Result<std::string> local = ReadFile(tmp / ("local/output/" + std::string(f)));
-    REQUIRE(local.ok());
-    CHECK((got[f] == *local));
-  }
+  t.CheckHonestOutputs(got);
   if (sdxl) {  // the kohya file has sd-scripts' SDXL key names
     CHECK(got["lora.safetensors"].find("lora_unet_input_blocks_3_1_transformer_blocks_0_attn1") !=
           std::string::npos);
@@ -226,4 +232,67 @@ TEST_CASE("lora-sd: agents with --verify replay each other's segments and agree 
     CHECK(v["node_id"] != v["trainer_node"]);
   }
   CHECK(e["job"]["verification"]["rejected"] == 0);
+}
+
+// A forging trainer for lora-sd (TEST ONLY): gleaner-agent with --trainer pointing at a script
+// that trains every lora-sd job with another seed (a LoRA the job did not ask for, trained for
+// real) and passes everything else (the agent's self-test) to the honest trainer.
+TEST_CASE("lora-sd: a trainer that forges its LoRA is caught by --verify agents",
+          "[lora_sd][e2e][verification]") {
+  TinyLoraJob t(/*sdxl=*/false, 24, 8, {"--verify-fraction", "1"});
+  const std::string forging = t.tmp / "forging-trainer.sh";
+  REQUIRE(WriteFileDurable(forging,
+                           "#!/bin/bash\n"
+                           "args=()\n"
+                           "while [ $# -gt 0 ]; do\n"
+                           "  if [ \"$1\" = --spec ] && grep -q '\"lora-sd\"' \"$2\"; then\n"
+                           "    sed -E 's/\"seed\":5([,}])/\"seed\":6\\1/' \"$2\" > \"$2.forged\"\n"
+                           "    args+=(--spec \"$2.forged\"); shift 2; continue\n"
+                           "  fi\n"
+                           "  args+=(\"$1\"); shift\n"
+                           "done\n"
+                           "exec " GLEANER_BIN_DIR "/gleaner-train \"${args[@]}\"\n")
+              .ok());
+  REQUIRE(::chmod(forging.c_str(), 0755) == 0);
+  std::string error;
+  // The forger trains the whole job alone first.
+  h::AgentProcess forger(t.tmp.path(), "forger", t.coord->url(), t.enroll, {},
+                         {"--trainer", forging});
+  REQUIRE(forger.Start(&error));
+  const bool forged = h::WaitUntil([&] { return t.Job().value("state", "") == "completed"; },
+                                   h::Millis(120000), h::Millis(100));
+  INFO(forger.Log());
+  REQUIRE(forged);
+  std::map<std::string, std::string> forged_outputs = t.Outputs();
+
+  // Honest verifiers replay its segments: the first disagrees, the second agrees with the first,
+  // the forger is quarantined and the job rewound; the honest agents train it again.
+  h::AgentProcess a(t.tmp.path(), "agent-a", t.coord->url(), t.enroll, {}, {"--verify"});
+  h::AgentProcess b(t.tmp.path(), "agent-b", t.coord->url(), t.enroll, {}, {"--verify"});
+  REQUIRE(a.Start(&error));
+  REQUIRE(b.Start(&error));
+  std::map<std::string, std::string> states;
+  const bool settled = h::WaitUntil(
+      [&] {
+        Json j = t.Job();
+        if (j.value("state", "") != "completed" || j["verification"]["open"] != 0) return false;
+        states = h::NodeStates(*t.coord);
+        return states[forger.NodeId()] == "quarantined";
+      },
+      h::Millis(240000), h::Millis(100));
+  INFO(a.Log());
+  INFO(b.Log());
+  INFO(DumpJson(t.dev->Get("/v1/jobs/" + t.id + "/events").json()));
+  REQUIRE(settled);
+  CHECK(states[a.NodeId()] == "active");
+  CHECK(states[b.NodeId()] == "active");
+  int trainer_bad = 0;
+  const Json events = t.dev->Get("/v1/jobs/" + t.id + "/events").json();
+  for (const Json& v : events["verifications"]) {
+    if (v["verdict"] == "trainer_bad") ++trainer_bad;
+  }
+  CHECK(trainer_bad >= 1);
+  std::map<std::string, std::string> got = t.Outputs();
+  CHECK(got["lora.safetensors"] != forged_outputs["lora.safetensors"]);
+  t.CheckHonestOutputs(got);
 }
