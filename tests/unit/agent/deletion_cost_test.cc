@@ -16,9 +16,11 @@
 
 #include "fake_http.h"
 #include "shared/native/curl_http.h"
+#include "tests/scoped_env.h"
 
 using namespace gleaner;
 using namespace gleaner::agent;
+using gleaner::testing::ScopedEnv;
 
 namespace {
 
@@ -86,33 +88,6 @@ DeletionCostOptions Fast(const std::string& url) {
 
 const std::string kIdle = R"({"deletion_cost":0})";
 const std::string kBusy = R"({"deletion_cost":1000})";
-
-// Sets (or with nullptr unsets) an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    if (value != nullptr) {
-      setenv(name, value, 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      setenv(name_, old_.c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
 
 }  // namespace
 

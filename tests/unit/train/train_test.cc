@@ -15,6 +15,7 @@
 #include "agent/train/lora_sd/dataset.h"
 #include "agent/train/lora_sd/trainer.h"
 #include "agent/train/nn/torch_env.h"
+#include "tests/scoped_env.h"
 #include "train_test_util.h"  // Catch2, via the CHECK fix-up
 
 using namespace gleaner;
@@ -327,35 +328,7 @@ TEST_CASE("SIGTERM checkpoints at a step boundary and the run resumes to the end
   CHECK(VerifyCheckpointDir(OutputDirFor(work)).ok());
 }
 
-namespace {
-
-// Sets an environment variable for a scope (the children forked inside inherit it).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    if (old != nullptr) old_ = old;
-    had_ = old != nullptr;
-    if (value != nullptr) {
-      ::setenv(name, value, 1);
-    } else {
-      ::unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      ::setenv(name_.c_str(), old_.c_str(), 1);
-    } else {
-      ::unsetenv(name_.c_str());
-    }
-  }
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
-
-}  // namespace
+using gleaner::testing::ScopedEnv;
 
 // A resume or a replay on another node must give the same bytes, and nodes have different core
 // counts: libtorch's default (one thread per core, or OMP_NUM_THREADS) splits CPU sums
