@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "shared/native/files.h"
+#include "shared/sha256.h"
 
 namespace gleaner::train {
 namespace {
@@ -109,6 +110,30 @@ std::string LatestCheckpointDir(const std::string& work_dir) {
     if (VerifyCheckpointDir(dir).ok()) return dir;
   }
   return "";
+}
+
+std::vector<ManifestFile> DescribeFiles(const std::map<std::string, std::string>& files) {
+  std::vector<ManifestFile> out;
+  for (const auto& [name, bytes] : files) {
+    out.push_back(ManifestFile{name, int64_t(bytes.size()), Sha256Hex(bytes)});
+  }
+  return out;
+}
+
+Status CheckResumedExport(const std::string& resume_dir,
+                          const std::vector<ManifestFile>& exported) {
+  Result<CheckpointManifest> m = VerifyCheckpointDir(resume_dir);
+  if (!m.ok()) return m.status();
+  Result<std::vector<ManifestFile>> recorded = ManifestOutputs(*m);
+  if (!recorded.ok()) {
+    return Status::Corruption("the checkpoint of the last step records no outputs: " +
+                              recorded.status().message());
+  }
+  if (!SameFiles(*recorded, exported)) {
+    return Status::Corruption(
+        "the export of the checkpoint of the last step differs from the outputs it recorded");
+  }
+  return Status::Ok();
 }
 
 }  // namespace gleaner::train

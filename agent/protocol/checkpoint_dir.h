@@ -11,8 +11,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "agent/protocol/trainer_protocol.h"
 #include "shared/json.h"
@@ -53,5 +55,13 @@ Result<CheckpointManifest> VerifyCheckpointDir(const std::string& dir);
 
 // Newest verified checkpoint directory under WORK_DIR/checkpoints ("" when none).
 std::string LatestCheckpointDir(const std::string& work_dir);
+
+// Name, size and sha256 of in-memory files (name order), as a manifest lists them: what the
+// checkpoint of the last step records as its export (trainer_protocol.h, meta.outputs).
+std::vector<ManifestFile> DescribeFiles(const std::map<std::string, std::string>& files);
+// A run resumed from the checkpoint of the last step (`resume_dir`): the export it computed
+// (`exported`) must be the files that checkpoint recorded. kCorruption when they differ or the
+// checkpoint records none.
+Status CheckResumedExport(const std::string& resume_dir, const std::vector<ManifestFile>& exported);
 
 }  // namespace gleaner::train

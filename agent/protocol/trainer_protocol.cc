@@ -1,5 +1,6 @@
 #include "agent/protocol/trainer_protocol.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -178,18 +179,74 @@ Result<ProgressEvent> ParseProgressEvent(const std::string& line) {
 }
 
 std::string ManifestToJson(const CheckpointManifest& m) {
-  Json files = Json::array();
-  for (const ManifestFile& f : m.files) {
-    files.push_back({{"name", f.name}, {"size", f.size}, {"sha256", f.sha256}});
-  }
   Json j = {{"format", kManifestFormat},
             {"version", kManifestVersion},
             {"kind", m.kind},
             {"job_id", m.job_id},
             {"step", m.step},
-            {"files", files},
+            {"files", FileListToJson(m.files)},
             {"meta", m.meta}};
   return DumpJson(j);
+}
+
+namespace {
+
+// A manifest's list of {name, size, sha256}: plain, distinct file names, at most 1024.
+Result<std::vector<ManifestFile>> ParseFileList(const Json& list, const std::string& what) {
+  if (!list.is_array()) return Status::Corruption(what + " must be an array");
+  if (list.size() > 1024) return Status::Corruption(what + " lists more than 1024 files");
+  std::vector<ManifestFile> out;
+  std::set<std::string> seen;
+  for (const Json& f : list) {
+    FieldReader fr(f, what + "[].");
+    ManifestFile mf;
+    fr.String("name", &mf.name, true, 255);
+    fr.Int("size", &mf.size, true, 0, int64_t(1) << 46);
+    fr.String("sha256", &mf.sha256, true, 64);
+    if (!fr.ok()) return Status::Corruption(fr.status().message());
+    if (mf.name.empty() || mf.name.find('/') != std::string::npos || mf.name == "." ||
+        mf.name == ".." || mf.name == kManifestName || mf.name.find('\0') != std::string::npos) {
+      return Status::Corruption(what + ": file name '" + mf.name + "' is not allowed");
+    }
+    if (!IsSha256Hex(mf.sha256))
+      return Status::Corruption(what + ": sha256 of " + mf.name +
+                                " is not 64 lowercase hex digits");
+    if (!seen.insert(mf.name).second)
+      return Status::Corruption(what + " lists " + mf.name + " twice");
+    out.push_back(std::move(mf));
+  }
+  return out;
+}
+
+}  // namespace
+
+Json FileListToJson(const std::vector<ManifestFile>& files) {
+  Json a = Json::array();
+  for (const ManifestFile& f : files) {
+    a.push_back({{"name", f.name}, {"size", f.size}, {"sha256", f.sha256}});
+  }
+  return a;
+}
+
+Result<std::vector<ManifestFile>> ManifestOutputs(const CheckpointManifest& m) {
+  auto it = m.meta.find(kManifestOutputsKey);
+  if (it == m.meta.end()) return Status::NotFound("the checkpoint records no outputs");
+  Result<std::vector<ManifestFile>> files = ParseFileList(*it, "manifest.meta.outputs");
+  if (files.ok() && files->empty()) return Status::Corruption("manifest.meta.outputs is empty");
+  return files;
+}
+
+bool SameFiles(std::vector<ManifestFile> a, std::vector<ManifestFile> b) {
+  auto by_name = [](const ManifestFile& x, const ManifestFile& y) { return x.name < y.name; };
+  std::sort(a.begin(), a.end(), by_name);
+  std::sort(b.begin(), b.end(), by_name);
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].name != b[i].name || a[i].size != b[i].size || a[i].sha256 != b[i].sha256) {
+      return false;
+    }
+  }
+  return true;
 }
 
 Result<CheckpointManifest> ParseManifest(const std::string& text) {
@@ -213,29 +270,10 @@ Result<CheckpointManifest> ParseManifest(const std::string& text) {
     return Status::Corruption("manifest.version " + std::to_string(version) + " is not supported");
   }
   auto files_it = j.find("files");
-  if (files_it == j.end() || !files_it->is_array()) {
-    return Status::Corruption("manifest.files must be an array");
-  }
-  if (files_it->size() > 1024) return Status::Corruption("manifest lists more than 1024 files");
-  std::set<std::string> seen;
-  for (const Json& f : *files_it) {
-    FieldReader fr(f, "manifest.files[].");
-    ManifestFile mf;
-    fr.String("name", &mf.name, true, 255);
-    fr.Int("size", &mf.size, true, 0, int64_t(1) << 46);
-    fr.String("sha256", &mf.sha256, true, 64);
-    if (!fr.ok()) return Status::Corruption(fr.status().message());
-    if (mf.name.find('/') != std::string::npos || mf.name == "." || mf.name == ".." ||
-        mf.name == kManifestName || mf.name.find('\0') != std::string::npos) {
-      return Status::Corruption("manifest file name '" + mf.name + "' is not allowed");
-    }
-    if (!IsSha256Hex(mf.sha256))
-      return Status::Corruption("manifest sha256 of " + mf.name +
-                                " is not 64 lowercase hex digits");
-    if (!seen.insert(mf.name).second)
-      return Status::Corruption("manifest lists " + mf.name + " twice");
-    m.files.push_back(std::move(mf));
-  }
+  if (files_it == j.end()) return Status::Corruption("manifest.files must be an array");
+  Result<std::vector<ManifestFile>> files = ParseFileList(*files_it, "manifest.files");
+  if (!files.ok()) return files.status();
+  m.files = std::move(*files);
   auto meta_it = j.find("meta");
   if (meta_it != j.end() && !meta_it->is_null()) {
     if (!meta_it->is_object()) return Status::Corruption("manifest.meta must be an object");

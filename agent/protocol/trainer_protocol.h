@@ -5,9 +5,10 @@
 //                                [--cache-dir CACHE_DIR] [--stop-at-step N]
 //   N: a replay of a training segment (a verification lease): train to step N (<= steps),
 //     write the checkpoint of step N even if it is off the checkpoint_every schedule, exit
-//     kExitDone with no output and no samples. That checkpoint is byte-identical to the one an
-//     uninterrupted run (or one stopped by SIGTERM right after step N) writes at N, so two
-//     nodes' archives of it have the same sha256 where the kind is exact.
+//     kExitDone with no samples, and no output unless N = steps (then the output is written as
+//     in a full run: a replay of the last segment checks the export too). That checkpoint is
+//     byte-identical to the one an uninterrupted run (or one stopped by SIGTERM right after step N)
+//     writes at N, so two nodes' archives of it have the same sha256 where the kind is exact.
 //   CACHE_DIR: outlives DIR (the agent keeps it across the job's leases on this node); a kind
 //     may keep there what is costly to recompute, written durably and validated before reuse.
 //     Without it, such files go in DIR. Kinds that have nothing to keep ignore it.
@@ -26,6 +27,13 @@
 //     into "<dir>.tmp", fsyncs them, writes MANIFEST.json LAST, fsyncs, renames to the final name,
 //     fsyncs DIR/checkpoints. A directory without a valid manifest is not a checkpoint.
 //   DIR/output/ : result files, then output MANIFEST.json last (same format, step = steps).
+//     The output is the export of the checkpoint of the last step, which every run that trains
+//     that step writes before its output (even off the checkpoint_every schedule): that
+//     checkpoint's manifest records in meta.outputs (kManifestOutputsKey) the name, size and
+//     sha256 of every output file, and DIR/output then holds exactly those files. A run resumed
+//     from that checkpoint trains nothing, checks that its export gives the recorded files
+//     (else exit kExitFailed) and writes them; the agent commits the checkpoint with them and
+//     the coordinator completes the job only with them.
 //   DIR/samples/<step as %010d>/ : images rendered with the weights of that step, written the
 //     same way as a checkpoint (sample_set.h) and only after that step's checkpoint (or, for the
 //     last step, before the output), so an interrupted sampling never costs a checkpoint.
@@ -111,6 +119,16 @@ struct CheckpointManifest {
 };
 
 std::string ManifestToJson(const CheckpointManifest& m);
+
+// meta key of the checkpoint of the last step: the output files it exports to.
+constexpr const char* kManifestOutputsKey = "outputs";
+// A list of files as a manifest writes them: [{"name","size","sha256"}].
+Json FileListToJson(const std::vector<ManifestFile>& files);
+// m.meta.outputs, checked like the manifest's own file list and not empty. NotFound when the
+// checkpoint records none (it is not of the last step); Corruption when malformed.
+Result<std::vector<ManifestFile>> ManifestOutputs(const CheckpointManifest& m);
+// The same names, sizes and sha256, in any order.
+bool SameFiles(std::vector<ManifestFile> a, std::vector<ManifestFile> b);
 // Strict: checks format, version, types, file names (no '/', no "..", unique, not the manifest),
 // sha256 syntax, sizes >= 0, at most 1024 files.
 Result<CheckpointManifest> ParseManifest(const std::string& text);

@@ -287,11 +287,24 @@ Result<std::string> CoordinatorApi::VerificationCheckpointUrl(const std::string&
   return Resolve(url);
 }
 
+namespace {
+
+Json OutputList(const std::vector<OutputFile>& outputs) {
+  Json list = Json::array();
+  for (const OutputFile& o : outputs) {
+    list.push_back({{"name", o.name}, {"sha256", o.sha256}, {"size", o.size}});
+  }
+  return list;
+}
+
+}  // namespace
+
 Status CoordinatorApi::VerificationCommit(const std::string& id, int64_t epoch,
-                                          const std::string& sha256, int64_t size) {
-  return Call("POST", "/v1/verifications/" + id + "/commit",
-              Json{{"epoch", epoch}, {"sha256", sha256}, {"size", size}})
-      .status();
+                                          const std::string& sha256, int64_t size,
+                                          const std::vector<OutputFile>& outputs) {
+  Json body = {{"epoch", epoch}, {"sha256", sha256}, {"size", size}};
+  if (!outputs.empty()) body["outputs"] = OutputList(outputs);
+  return Call("POST", "/v1/verifications/" + id + "/commit", body).status();
 }
 
 Result<std::string> CoordinatorApi::CreateCheckpoint(const std::string& job, int64_t epoch,
@@ -307,8 +320,10 @@ Result<std::string> CoordinatorApi::CreateCheckpoint(const std::string& job, int
 }
 
 Status CoordinatorApi::CommitCheckpoint(const std::string& job, int64_t epoch, int64_t step,
-                                        const std::string& sha256, int64_t size) {
+                                        const std::string& sha256, int64_t size,
+                                        const std::vector<OutputFile>& outputs) {
   Json body = {{"epoch", epoch}, {"step", step}, {"sha256", sha256}, {"size", size}};
+  if (!outputs.empty()) body["outputs"] = OutputList(outputs);
   return Call("POST", "/v1/jobs/" + job + "/checkpoints/" + std::to_string(step) + "/commit", body)
       .status();
 }
@@ -356,11 +371,8 @@ Status CoordinatorApi::CommitSamples(const std::string& job, int64_t epoch, int6
 
 Status CoordinatorApi::Complete(const std::string& job, int64_t epoch,
                                 const std::vector<OutputFile>& outputs) {
-  Json list = Json::array();
-  for (const OutputFile& o : outputs) {
-    list.push_back({{"name", o.name}, {"sha256", o.sha256}, {"size", o.size}});
-  }
-  return Call("POST", "/v1/jobs/" + job + "/complete", Json{{"epoch", epoch}, {"outputs", list}})
+  return Call("POST", "/v1/jobs/" + job + "/complete",
+              Json{{"epoch", epoch}, {"outputs", OutputList(outputs)}})
       .status();
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/protocol/trainer_protocol.h"
 #include "shared/json.h"
 #include "shared/native/http_client.h"
 
@@ -62,10 +63,8 @@ struct HeartbeatReply {
   double ttl_s = 0;  // the lease now lasts this long from the server's receipt (0 = not sent)
 };
 
-struct OutputFile {
-  std::string name, sha256;
-  int64_t size = 0;
-};
+// A result file as the trainer's manifest lists it ({name, size, sha256}).
+using OutputFile = ManifestFile;
 
 struct SampleFile {
   std::string prompt, negative_prompt, sha256;
@@ -96,8 +95,10 @@ class CoordinatorApi {
                                    bool has_loss, int timeout_ms = 30000);
   // Upload URL for the checkpoint of `step`.
   Result<std::string> CreateCheckpoint(const std::string& job, int64_t epoch, int64_t step);
+  // outputs: for the checkpoint of the last step only, the files it exports to (empty: none).
   Status CommitCheckpoint(const std::string& job, int64_t epoch, int64_t step,
-                          const std::string& sha256, int64_t size);
+                          const std::string& sha256, int64_t size,
+                          const std::vector<OutputFile>& outputs = {});
   Result<std::string> CreateOutput(const std::string& job, int64_t epoch, const std::string& name);
   // Samples of one step (docs/api.md "Samples"): an upload URL per image, then one commit.
   Result<std::string> CreateSample(const std::string& job, int64_t epoch, int64_t step, int index);
@@ -113,8 +114,9 @@ class CoordinatorApi {
   Result<HeartbeatReply> VerificationHeartbeat(const std::string& id, int64_t epoch, int64_t step,
                                                int timeout_ms = 30000);
   Result<std::string> VerificationCheckpointUrl(const std::string& id, int64_t epoch);
+  // outputs: for a replay of the last segment, the files its replay exported (empty: none).
   Status VerificationCommit(const std::string& id, int64_t epoch, const std::string& sha256,
-                            int64_t size);
+                            int64_t size, const std::vector<OutputFile>& outputs = {});
 
   // GET /v1/agent/release: the signed release envelope (JSON text) for platform/channel, or
   // nullopt when none is published (404).

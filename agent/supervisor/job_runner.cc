@@ -448,9 +448,10 @@ JobOutcome Run::ReportFailure(const std::string& reason) {
 
 JobOutcome Run::Complete() {
   if (uploader_) {
-    // The result supersedes any pending checkpoint; the samples (the final ones last) are
-    // part of the result, so they go up before it.
-    uploader_->DropCheckpoints();
+    // The checkpoint of the last step supersedes any pending one before it, and must be
+    // committed (with the outputs it exports to) before the job completes; the samples (the
+    // final ones last) are part of the result, so they go up before it too.
+    uploader_->DropCheckpointsBefore(job_.steps);
     while (!uploader_->Drain(0.2)) {
       Apply(Tick());
       if (GiveUp()) {  // the lease ran out (or the deadline came) while they were uploading
@@ -491,7 +492,7 @@ JobOutcome Run::Complete() {
           s.ToString().c_str());
       return JobOutcome::kAbandoned;
     }
-    outputs.push_back(OutputFile{f.name, f.sha256, f.size});
+    outputs.push_back(f);
   }
   Apply(Event(JobEvent::Type::kFinishing));
   // The coordinator completes a job only once its last step is reported (the heartbeat thread
@@ -538,6 +539,19 @@ JobOutcome Run::CommitReplay() {
   Result<CheckpointManifest> m = PackCheckpoint(dir, archive);
   if (m.ok() && m->step != job_.stop_step) m = Status::Corruption("it holds another step");
   if (!m.ok()) return Drop("the replayed checkpoint: " + m.status().message());
+  // A replay of the last segment also exported the output: its files are committed too, and
+  // must be the ones its checkpoint records.
+  std::vector<OutputFile> outputs;
+  if (job_.stop_step == job_.steps) {
+    Result<std::vector<ManifestFile>> recorded = ManifestOutputs(*m);
+    Result<CheckpointManifest> out = train::VerifyCheckpointDir(train::OutputDirFor(work_dir_));
+    if (!recorded.ok()) return Drop("the replayed checkpoint: " + recorded.status().message());
+    if (!out.ok()) return Drop("the replay's output: " + out.status().message());
+    if (!SameFiles(*recorded, out->files)) {
+      return Drop("the replay's output differs from the outputs its checkpoint records");
+    }
+    outputs = out->files;
+  }
   Result<files::FileDigest> d = files::Digest(archive);
   if (!d.ok()) return Drop("the replayed checkpoint: " + d.status().message());
   auto give_up = [this] { return GiveUp(); };
@@ -560,7 +574,8 @@ JobOutcome Run::CommitReplay() {
     s = Retry(
         "replay commit",
         [&] {
-          return api_->VerificationCommit(job_.verification_id, job_.epoch, d->sha256, d->size);
+          return api_->VerificationCommit(job_.verification_id, job_.epoch, d->sha256, d->size,
+                                          outputs);
         },
         give_up, &sd_->stop);
   }

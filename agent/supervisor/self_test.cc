@@ -84,6 +84,15 @@ Status TinyJob(const AgentConfig& config, const std::string& dir) {
   if (!chain.ok() || chain.value() != train::SyntheticChainHex(0, kSteps) + "\n") {
     return Status::Internal("the trainer's result is wrong");
   }
+  // The output is the export of the last step's checkpoint, which records it (the coordinator
+  // completes a job only with the outputs that checkpoint was committed with).
+  Result<CheckpointManifest> last =
+      train::VerifyCheckpointDir(train::CheckpointDirFor(dir, kSteps));
+  Result<std::vector<ManifestFile>> recorded =
+      last.ok() ? ManifestOutputs(*last) : Result<std::vector<ManifestFile>>(last.status());
+  if (!recorded.ok() || !SameFiles(*recorded, m->files)) {
+    return Status::Internal("the trainer's last checkpoint does not record its output");
+  }
   return Status::Ok();
 }
 

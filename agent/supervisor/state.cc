@@ -15,8 +15,9 @@ constexpr const char* kCurrentJob = "current_job.json";
 Json JobToJson(const CurrentJob& job) {
   Json pending = Json::array();
   for (const PendingUpload& p : job.pending) {
-    pending.push_back(
-        {{"step", p.step}, {"archive", p.archive}, {"sha256", p.sha256}, {"size", p.size}});
+    Json u = {{"step", p.step}, {"archive", p.archive}, {"sha256", p.sha256}, {"size", p.size}};
+    if (!p.outputs.empty()) u["outputs"] = FileListToJson(p.outputs);
+    pending.push_back(u);
   }
   return {{"job_id", job.job_id}, {"epoch", job.epoch}, {"pending", pending}};
 }
@@ -115,6 +116,13 @@ Result<std::optional<CurrentJob>> StateDir::LoadCurrentJob() {
       pr.String("sha256", &u.sha256, true, 64);
       pr.Int("size", &u.size, true, 0, INT64_MAX);
       if (!pr.ok()) return Status::Corruption(pr.status().message());
+      if (p.contains("outputs")) {  // read as a manifest reads its meta.outputs
+        CheckpointManifest m;
+        m.meta = {{kManifestOutputsKey, p["outputs"]}};
+        Result<std::vector<ManifestFile>> outputs = ManifestOutputs(m);
+        if (!outputs.ok()) return Status::Corruption("pending: " + outputs.status().message());
+        u.outputs = std::move(*outputs);
+      }
       job.pending.push_back(u);
     }
   }

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/protocol/trainer_protocol.h"
 #include "shared/status.h"
 
 namespace gleaner::agent {
@@ -35,6 +36,9 @@ struct PendingUpload {
   std::string archive;  // absolute path of the packed checkpoint
   std::string sha256;
   int64_t size = 0;
+  // The checkpoint of the last step: the output files it exports to (its manifest's
+  // meta.outputs), committed with it. Empty for every other checkpoint.
+  std::vector<ManifestFile> outputs;
 };
 
 struct CurrentJob {

@@ -58,11 +58,11 @@ void CheckpointUploader::EnqueueSamples(int64_t step, const std::string& dir) {
   cv_.notify_all();
 }
 
-void CheckpointUploader::DropCheckpoints() {
+void CheckpointUploader::DropCheckpointsBefore(int64_t step) {
   std::lock_guard<std::mutex> lock(mu_);
   std::deque<Item> kept;
   for (Item& item : queue_) {
-    if (item.samples) kept.push_back(std::move(item));
+    if (item.samples || item.step >= step) kept.push_back(std::move(item));
   }
   queue_.swap(kept);
   cv_.notify_all();
@@ -132,7 +132,11 @@ Status CheckpointUploader::Upload(Item* item) {
     if (!m.ok()) return m.status();
     Result<files::FileDigest> d = files::Digest(archive);
     if (!d.ok()) return d.status();
-    item->packed = PendingUpload{item->step, archive, d->sha256, d->size};
+    item->packed = PendingUpload{item->step, archive, d->sha256, d->size, {}};
+    // The checkpoint of the last step is committed with the files it exports to.
+    Result<std::vector<ManifestFile>> outputs = ManifestOutputs(*m);
+    if (outputs.ok()) item->packed.outputs = std::move(*outputs);
+    if (!outputs.ok() && outputs.status().code() != Code::kNotFound) return outputs.status();
     GLEANER_RETURN_IF_ERROR(state_->AddPending(job_id_, epoch_, item->packed));
   } else {
     // Packed before a restart: it must still be the archive that was recorded.
@@ -159,8 +163,8 @@ Status CheckpointUploader::Upload(Item* item) {
   if (!s.ok()) return s;
   return Retry(
       "checkpoint commit",
-      [&] { return api_->CommitCheckpoint(job_id_, epoch_, p.step, p.sha256, p.size); }, give_up,
-      &abort_);
+      [&] { return api_->CommitCheckpoint(job_id_, epoch_, p.step, p.sha256, p.size, p.outputs); },
+      give_up, &abort_);
 }
 
 Status CheckpointUploader::UploadSamples(const Item& item) {

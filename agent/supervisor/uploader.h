@@ -1,6 +1,7 @@
 // Background, in-order checkpoint uploads for one lease: pack the checkpoint directory into one
 // archive (archive.h), record it as pending in the state dir, then
-//   POST /checkpoints {epoch, step} -> url; PUT archive; POST /checkpoints/{step}/commit.
+//   POST /checkpoints {epoch, step} -> url; PUT archive; POST /checkpoints/{step}/commit (with
+//   the outputs the checkpoint records in its manifest's meta.outputs: the last step's).
 // Transient failures are retried (whole object: the built-in store and S3 presigned PUTs take
 // one object per URL); 409 means the lease is gone: the queue is dropped and lease_lost() is set.
 // Keeps the newest `keep` committed checkpoints on disk. Training never waits for it.
@@ -38,8 +39,9 @@ class CheckpointUploader {
   void EnqueuePacked(const PendingUpload& p);
   // Queues the sample set in directory `dir` for `step`.
   void EnqueueSamples(int64_t step, const std::string& dir);
-  // Drops queued checkpoints (not sample sets): the job's result supersedes them.
-  void DropCheckpoints();
+  // Drops queued checkpoints of steps before `step` (not sample sets): the checkpoint of the
+  // last step supersedes them (and must be committed before the job completes).
+  void DropCheckpointsBefore(int64_t step);
   // Waits until everything queued is committed or dropped, at most timeout_s. True if drained.
   bool Drain(double timeout_s);
   // Stops retrying and drops what is left (it stays recorded in the state dir).

@@ -4,48 +4,11 @@
 #include <algorithm>
 
 #include "coordinator/core/lease.h"
+#include "coordinator/core/outputs.h"
 #include "coordinator/core/routes.h"
-#include "shared/sha256.h"
 
 namespace gleaner::core {
 namespace {
-
-struct Output {
-  std::string name, sha256;
-  int64_t size = 0;
-};
-
-Status ReadOutputs(const Json& body, int64_t max_size, std::vector<Output>* out) {
-  auto it = body.find("outputs");
-  if (it == body.end() || !it->is_array() || it->empty() || it->size() > 64) {
-    return Status::Invalid("outputs must be an array of 1 to 64 {name, sha256, size} objects");
-  }
-  for (size_t i = 0; i < it->size(); ++i) {
-    std::string prefix = "outputs[" + std::to_string(i) + "].";
-    FieldReader r((*it)[i], prefix);
-    static const char* const kKeys[] = {"name", "sha256", "size", nullptr};
-    r.OnlyKeys(kKeys);
-    Output o;
-    r.String("name", &o.name, true, 128);
-    r.String("sha256", &o.sha256, true, 64);
-    r.Int("size", &o.size, true, 0, max_size);
-    if (!r.ok()) return r.status();
-    if (o.name.empty() || o.name[0] == '.' ||
-        o.name.find_first_not_of(
-            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
-            std::string::npos) {
-      return Status::Invalid(prefix +
-                             "name must be characters of [A-Za-z0-9._-], not starting with '.'");
-    }
-    if (!IsSha256Hex(o.sha256))
-      return Status::Invalid(prefix + "sha256 must be 64 lowercase hex characters");
-    for (const Output& prev : *out) {
-      if (prev.name == o.name) return Status::Invalid("outputs has a duplicate name " + o.name);
-    }
-    out->push_back(o);
-  }
-  return Status::Ok();
-}
 
 std::string Truncate(std::string s, size_t n) {
   if (s.size() > n) s.resize(n);
@@ -57,7 +20,10 @@ std::string Truncate(std::string s, size_t n) {
 // {epoch, outputs: [{name, sha256, size}]} -> {job_id, state: "completed"}. The lease must have
 // reported the job's last step (a heartbeat or checkpoint commit with step = steps), else 409.
 // With the built-in store every output must be stored at jobs/<id>/out/e<epoch>/<name> with
-// that sha256 and size. A retry by the same holder after success answers 200 again.
+// that sha256 and size. The outputs must be the ones the checkpoint of the last step was
+// committed with (outputs.h: the export of the final checkpoint, which a replay of the last
+// segment checks); a job with verify_fraction > 0 cannot complete without that checkpoint
+// (400 either way). A retry by the same holder after success answers 200 again.
 Plan HandleComplete(CtxPtr ctx) {
   if (!IsPlainId(ctx->args[0])) return Plan::Fail(Status::NotFound("no such job"));
   FieldReader r(ctx->body);
@@ -66,19 +32,29 @@ Plan HandleComplete(CtxPtr ctx) {
   int64_t epoch = 0;
   ReadEpoch(r, &epoch);
   if (!r.ok()) return Plan::Fail(r.status());
-  std::vector<Output> outputs;
-  Status st = ReadOutputs(ctx->body, ctx->config->max_output_bytes, &outputs);
+  std::vector<OutputFile> outputs;
+  Status st = ReadOutputFiles(ctx->body, "outputs", ctx->config->max_output_bytes, &outputs);
+  if (st.code() == Code::kNotFound) {
+    st = Status::Invalid("outputs must be an array of 1 to 64 {name, sha256, size} objects");
+  }
   if (!st.ok()) return Plan::Fail(st);
+  const std::string canonical = CanonicalOutputs(outputs);
   const std::string& job = ctx->args[0];
   const int64_t now = ctx->now();
   const bool builtin = !ctx->config->s3.enabled();
   Fence f = LeaseFence(*ctx, epoch);
-  std::string guard = f.sql + " AND step_done = steps_total";
-  std::vector<SqlValue> gp = f.params;
+  // The outputs the final checkpoint was committed with; without one, only an unverified job
+  // may complete (NULL = x is never true).
+  const char* const kFinalOutputs =
+      "(SELECT c.outputs FROM checkpoints c WHERE c.job_id = jobs.id AND c.step = "
+      "jobs.steps_total AND c.outputs IS NOT NULL)";
+  std::string guard = f.sql + " AND step_done = steps_total AND COALESCE(" + kFinalOutputs +
+                      ", CASE WHEN verify_fraction = 0 THEN ? END) = ?";
+  std::vector<SqlValue> gp = Cat(f.params, {canonical, canonical});
   Json stored = Json::array();
   std::string blob_terms, key_list = "''";
   std::vector<SqlValue> blob_params, key_params;
-  for (const Output& o : outputs) {
+  for (const OutputFile& o : outputs) {
     std::string key = OutputKey(job, epoch, o.name);
     stored.push_back({{"name", o.name}, {"key", key}, {"sha256", o.sha256}, {"size", o.size}});
     blob_terms +=
@@ -107,46 +83,61 @@ Plan HandleComplete(CtxPtr ctx) {
       "step_done = steps_total, lease_expires_at = NULL WHERE " +
           guard + " RETURNING id",
       Cat({DumpJson(stored), now, now}, gp));
-  b.Add(std::string("SELECT ") + kLeaseColumns + ", step_done FROM jobs WHERE id = ?", {job});
+  b.Add(std::string("SELECT ") + kLeaseColumns + ", step_done, verify_fraction, " + kFinalOutputs +
+            " AS final_outputs FROM jobs WHERE id = ?",
+        {job});
   b.Add("SELECT key, sha256, size FROM blobs WHERE key IN (" + key_list + ")", key_params);
-  return Plan::Run(std::move(b), [ctx, epoch, outputs, builtin, job](BatchResult res) -> Plan {
-    if (!res.status.ok()) return DbFail(res.status);
-    Json ok = {{"job_id", job}, {"state", "completed"}};
-    if (!res.results[2].empty()) return RespondJson(200, ok);
-    const Rows& row = res.results[3];
-    if (!row.empty() && row.Get(0, "state").AsText() == "completed" &&
-        row.Get(0, "lease_epoch").AsInt() == epoch &&
-        row.Get(0, "node_id").AsText() == ctx->caller.id) {
-      return RespondJson(200, ok);  // retried completion
-    }
-    Status st = ExplainLease(row, *ctx, epoch);
-    if (!st.ok()) return Plan::Fail(st);
-    if (builtin) {
-      const Rows& blobs = res.results[4];
-      for (const Output& o : outputs) {
-        std::string key = OutputKey(job, epoch, o.name);
-        bool found = false;
-        for (size_t i = 0; i < blobs.rows.size(); ++i) {
-          if (blobs.Get(i, "key").AsText() == key && blobs.Get(i, "sha256").AsText() == o.sha256 &&
-              blobs.Get(i, "size").AsInt() == o.size) {
-            found = true;
+  return Plan::Run(
+      std::move(b), [ctx, epoch, outputs, canonical, builtin, job](BatchResult res) -> Plan {
+        if (!res.status.ok()) return DbFail(res.status);
+        Json ok = {{"job_id", job}, {"state", "completed"}};
+        if (!res.results[2].empty()) return RespondJson(200, ok);
+        const Rows& row = res.results[3];
+        if (!row.empty() && row.Get(0, "state").AsText() == "completed" &&
+            row.Get(0, "lease_epoch").AsInt() == epoch &&
+            row.Get(0, "node_id").AsText() == ctx->caller.id) {
+          return RespondJson(200, ok);  // retried completion
+        }
+        Status st = ExplainLease(row, *ctx, epoch);
+        if (!st.ok()) return Plan::Fail(st);
+        if (builtin) {
+          const Rows& blobs = res.results[4];
+          for (const OutputFile& o : outputs) {
+            std::string key = OutputKey(job, epoch, o.name);
+            bool found = false;
+            for (size_t i = 0; i < blobs.rows.size(); ++i) {
+              if (blobs.Get(i, "key").AsText() == key &&
+                  blobs.Get(i, "sha256").AsText() == o.sha256 &&
+                  blobs.Get(i, "size").AsInt() == o.size) {
+                found = true;
+              }
+            }
+            if (!found) {
+              return Plan::Fail(Status::Invalid("output " + o.name + " is not stored at " + key +
+                                                " with that sha256 and size; upload it first"));
+            }
           }
         }
-        if (!found) {
-          return Plan::Fail(Status::Invalid("output " + o.name + " is not stored at " + key +
-                                            " with that sha256 and size; upload it first"));
+        const int64_t done = row.Get(0, "step_done").AsInt();
+        const int64_t steps = row.Get(0, "steps_total").AsInt();
+        if (done != steps) {
+          return Plan::Fail(Status::Conflict(
+              "the job is at step " + std::to_string(done) + " of " + std::to_string(steps) +
+              "; report the last step in a heartbeat before completing"));
         }
-      }
-    }
-    const int64_t done = row.Get(0, "step_done").AsInt();
-    const int64_t steps = row.Get(0, "steps_total").AsInt();
-    if (done != steps) {
-      return Plan::Fail(Status::Conflict(
-          "the job is at step " + std::to_string(done) + " of " + std::to_string(steps) +
-          "; report the last step in a heartbeat before completing"));
-    }
-    return Plan::Fail(Status::Conflict("completion raced with another change; retry"));
-  });
+        const SqlValue& bound = row.Get(0, "final_outputs");
+        if (bound.is_null() && row.Get(0, "verify_fraction").AsReal() > 0) {
+          return Plan::Fail(Status::Invalid("the job is verified: commit the checkpoint of step " +
+                                            std::to_string(steps) +
+                                            " with its outputs before completing"));
+        }
+        if (!bound.is_null() && bound.AsText() != canonical) {
+          return Plan::Fail(Status::Invalid("outputs differ from the ones the checkpoint of step " +
+                                            std::to_string(steps) + " was committed with (" +
+                                            bound.AsText() + ")"));
+        }
+        return Plan::Fail(Status::Conflict("completion raced with another change; retry"));
+      });
 }
 
 // {epoch, reason?} -> {job_id, state: "pending" | "failed", failures, node_quarantined}.

@@ -10,6 +10,13 @@
 namespace gleaner::core {
 namespace {
 
+// Outputs stored as canonical text (outputs.h), as JSON; null when none.
+Json OutputsOrNull(const SqlValue& v) {
+  if (v.is_null()) return nullptr;
+  Result<Json> j = ParseJson(v.AsText());
+  return j.ok() ? *j : Json(nullptr);
+}
+
 Plan NoSuchJob() {
   return Plan::Fail(Status::NotFound("no such job"));
 }
@@ -136,9 +143,11 @@ Plan HandleJobEvents(CtxPtr ctx) {
   b.Add("SELECT node_id, reason, at FROM job_bans WHERE job_id = ? AND " + owned +
             " ORDER BY at, rowid",
         Cat({id}, op));
-  b.Add("SELECT step, epoch, sha256, size, committed_at FROM checkpoints WHERE job_id = ? AND " +
-            owned + " ORDER BY step",
-        Cat({id}, op));
+  b.Add(
+      "SELECT step, epoch, sha256, size, outputs, committed_at FROM checkpoints WHERE job_id = ? "
+      "AND " +
+          owned + " ORDER BY step",
+      Cat({id}, op));
   b.Add(std::string("SELECT v.*, ") + kVerificationCostSql +
             " AS cost_usd FROM verifications v WHERE v.job_id = ? AND " + owned +
             " ORDER BY v.created_at, v.id",
@@ -186,6 +195,7 @@ Plan HandleJobEvents(CtxPtr ctx) {
                        {"epoch", c.Get(i, "epoch").AsInt()},
                        {"sha256", c.Get(i, "sha256").AsText()},
                        {"size", c.Get(i, "size").AsInt()},
+                       {"outputs", OutputsOrNull(c.Get(i, "outputs"))},
                        {"committed_at", TimeOrNull(c.Get(i, "committed_at"))}});
     }
     // Replays of segments (verification.h): who trained, who replayed, the verdict.
@@ -203,6 +213,8 @@ Plan HandleJobEvents(CtxPtr ctx) {
                                {"trainer_node", get("trainer_node").AsText()},
                                {"claimed_sha256", get("claimed_sha256").AsText()},
                                {"result_sha256", text("result_sha256")},
+                               {"claimed_outputs", OutputsOrNull(get("claimed_outputs"))},
+                               {"result_outputs", OutputsOrNull(get("result_outputs"))},
                                {"node_id", text("node_id")},
                                {"state", get("state").AsText()},
                                {"verdict", text("verdict")},

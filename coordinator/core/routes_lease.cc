@@ -4,6 +4,7 @@
 #include "coordinator/core/blob_urls.h"
 #include "coordinator/core/ids.h"
 #include "coordinator/core/lease.h"
+#include "coordinator/core/outputs.h"
 #include "coordinator/core/routes.h"
 #include "coordinator/core/verification.h"
 #include "shared/job_params.h"
@@ -128,7 +129,9 @@ Plan HandleCheckpointUrl(CtxPtr ctx) {
 // verification still needs (its start and the checkpoint under check); the keys of the others
 // are handed to the shell for deletion after the response. With the job's verify_fraction the
 // commit opens a verification of the segment from the previous checkpoint (verification.h);
-// the draw comes from the request's entropy, which the node never sees.
+// the draw comes from the request's entropy, which the node never sees. The checkpoint of the
+// last step carries `outputs` (outputs.h), the files it exports to, and no other one does:
+// the job completes only with those outputs, and a replay of the last segment checks them.
 Plan HandleCheckpointCommit(CtxPtr ctx) {
   if (!JobIdOk(ctx)) return Plan::Fail(Status::NotFound("no such job"));
   int64_t step = 0;
@@ -146,7 +149,7 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
   }
   FieldReader r(ctx->body);
   // "step" repeats the path's step (agents send it); when present it must agree.
-  static const char* const kKeys[] = {"epoch", "step", "sha256", "size", nullptr};
+  static const char* const kKeys[] = {"epoch", "step", "sha256", "size", "outputs", nullptr};
   r.OnlyKeys(kKeys);
   int64_t epoch = 0, size = 0, body_step = step;
   std::string sha;
@@ -157,13 +160,20 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
   if (r.ok() && !IsSha256Hex(sha)) r.Fail("sha256 must be 64 lowercase hex characters");
   if (r.ok() && body_step != step) r.Fail("step in the body differs from the step in the path");
   if (!r.ok()) return Plan::Fail(r.status());
+  std::vector<OutputFile> files;
+  Status read = ReadOutputFiles(ctx->body, "outputs", ctx->config->max_output_bytes, &files);
+  if (!read.ok() && read.code() != Code::kNotFound) return Plan::Fail(read);
+  const SqlValue outputs = read.ok() ? SqlValue(CanonicalOutputs(files)) : SqlValue();
+  const bool has_outputs = read.ok();
   const std::string& job = ctx->args[0];
   const int64_t now = ctx->now();
   const bool builtin = !ctx->config->s3.enabled();
   std::string key = CheckpointKey(job, epoch, step);
   Fence f = LeaseFence(*ctx, epoch);
-  std::string newer = f.sql + " AND (ckpt_step IS NULL OR ckpt_step < ?) AND ? <= steps_total";
-  std::vector<SqlValue> np = Cat(f.params, {step, step});
+  std::string newer = f.sql +
+                      " AND (ckpt_step IS NULL OR ckpt_step < ?) AND ? <= steps_total AND "
+                      "(? = steps_total) = (? IS NOT NULL)";
+  std::vector<SqlValue> np = Cat(f.params, {step, step, step, outputs});
   std::string stored = builtin ? " AND EXISTS (SELECT 1 FROM blobs WHERE key = ? AND sha256 = ? "
                                  "AND size = ?)"
                                : "";
@@ -171,23 +181,23 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
       builtin ? std::vector<SqlValue>{key, sha, size} : std::vector<SqlValue>{};
   std::string row =
       "EXISTS (SELECT 1 FROM checkpoints WHERE job_id = ? AND step = ? AND "
-      "epoch = ? AND sha256 = ? AND size = ?)";
-  std::vector<SqlValue> rp = {job, step, epoch, sha, size};
+      "epoch = ? AND sha256 = ? AND size = ? AND outputs IS ?)";
+  std::vector<SqlValue> rp = {job, step, epoch, sha, size, outputs};
   const SqlValue keep = int64_t(ctx->config->keep_checkpoints);
   Batch b;
   b.Add(
-      "INSERT INTO checkpoints (job_id, step, epoch, key, sha256, size, committed_at) "
-      "SELECT ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM jobs WHERE " +
+      "INSERT INTO checkpoints (job_id, step, epoch, key, sha256, size, outputs, committed_at) "
+      "SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM jobs WHERE " +
           newer + ")" + stored + " ON CONFLICT DO NOTHING",
-      Cat(Cat({job, step, epoch, key, sha, size, now}, np), sp));
+      Cat(Cat({job, step, epoch, key, sha, size, outputs, now}, np), sp));
   // Before the job's UPDATE: ckpt_* still name the previous checkpoint, the segment's start.
   b.Add(
       "INSERT INTO verifications (id, job_id, round, step_from, from_key, from_sha256, "
-      "from_size, step, claimed_sha256, trainer_node, state, created_at) SELECT ?, id, 1, "
-      "COALESCE(ckpt_step, 0), ckpt_key, ckpt_sha256, ckpt_size, ?, ?, ?, 'pending', ? FROM jobs "
-      "WHERE " +
+      "from_size, step, claimed_sha256, claimed_outputs, trainer_node, state, created_at) "
+      "SELECT ?, id, 1, COALESCE(ckpt_step, 0), ckpt_key, ckpt_sha256, ckpt_size, ?, ?, ?, ?, "
+      "'pending', ? FROM jobs WHERE " +
           newer + " AND " + row + " AND ? < verify_fraction",
-      Cat(Cat(Cat({NewId(ctx->req.entropy, "v"), step, sha, ctx->caller.id, now}, np), rp),
+      Cat(Cat(Cat({NewId(ctx->req.entropy, "v"), step, sha, outputs, ctx->caller.id, now}, np), rp),
           {VerificationDraw(ctx->req.entropy)}));
   b.Add(
       "UPDATE segments SET step_committed = MAX(step_committed, ?), step_end = MAX(step_end, ?) "
@@ -215,9 +225,11 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
       {job, job, keep});
   b.Add(std::string("SELECT ") + kLeaseColumns + " FROM jobs WHERE id = ?", {job});
   b.Add("SELECT size, sha256 FROM blobs WHERE key = ?", {key});
-  b.Add("SELECT sha256, size, epoch FROM checkpoints WHERE job_id = ? AND step = ?", {job, step});
+  b.Add("SELECT sha256, size, epoch, outputs FROM checkpoints WHERE job_id = ? AND step = ?",
+        {job, step});
   return Plan::Run(
-      std::move(b), [ctx, epoch, step, sha, size, key, builtin](BatchResult res) -> Plan {
+      std::move(b),
+      [ctx, epoch, step, sha, size, key, builtin, outputs, has_outputs](BatchResult res) -> Plan {
         if (!res.status.ok()) return DbFail(res.status);
         std::vector<std::string> deletes;
         for (const auto& row : res.results[5].rows) deletes.push_back(row[0].AsText());
@@ -228,13 +240,25 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
         const Rows& job = res.results[6];
         Status st = ExplainLease(job, *ctx, epoch);
         if (!st.ok()) return respond(Plan::Fail(st));
-        if (step > job.Get(0, "steps_total").AsInt()) {
+        const int64_t steps = job.Get(0, "steps_total").AsInt();
+        if (step > steps) {
           return respond(Plan::Fail(Status::Invalid("step is beyond the job's steps")));
+        }
+        if (step == steps && !has_outputs) {
+          return respond(Plan::Fail(
+              Status::Invalid("the checkpoint of the last step must carry outputs: the files it "
+                              "exports to, as the job will complete with them")));
+        }
+        if (step < steps && has_outputs) {
+          return respond(Plan::Fail(
+              Status::Invalid("outputs come only with the checkpoint of the last step")));
         }
         const Rows& existing = res.results[8];
         if (job.Get(0, "ckpt_step").AsInt() == step && !existing.empty() &&
             existing.Get(0, "sha256").AsText() == sha && existing.Get(0, "size").AsInt() == size &&
-            existing.Get(0, "epoch").AsInt() == epoch) {
+            existing.Get(0, "epoch").AsInt() == epoch &&
+            existing.Get(0, "outputs").is_null() == outputs.is_null() &&
+            (outputs.is_null() || existing.Get(0, "outputs").AsText() == outputs.AsText())) {
           return respond(RespondJson(200, ok));  // a retried commit: already done
         }
         if (!job.Get(0, "ckpt_step").is_null() && job.Get(0, "ckpt_step").AsInt() >= step) {

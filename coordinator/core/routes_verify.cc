@@ -17,6 +17,7 @@
 #include "coordinator/core/blob_urls.h"
 #include "coordinator/core/ids.h"
 #include "coordinator/core/lease.h"
+#include "coordinator/core/outputs.h"
 #include "coordinator/core/routes.h"
 #include "coordinator/core/verification.h"
 #include "shared/job_params.h"
@@ -26,7 +27,8 @@ namespace gleaner::core {
 namespace {
 
 const char* const kVerificationLeaseColumns =
-    "id, job_id, state, lease_epoch, node_id, lease_expires_at, result_sha256";
+    "id, job_id, step, state, lease_epoch, node_id, lease_expires_at, result_sha256, "
+    "result_outputs, claimed_outputs IS NOT NULL AS last_segment";
 
 Batch ReadVerification(const std::string& id) {
   Batch b;
@@ -97,13 +99,16 @@ Plan HandleVerifyCheckpointUrl(CtxPtr ctx) {
   });
 }
 
-// {epoch, sha256, size} -> {committed: true, id, step}. With the built-in store the object
-// must be stored at the verification's key with this sha256 and size. The verdict is not told
-// to the verifier; the job's events show it. The uploaded object is deleted once judged.
+// {epoch, sha256, size, outputs?} -> {committed: true, id, step}. With the built-in store the
+// object must be stored at the verification's key with this sha256 and size. A replay of the last
+// segment (its trainer committed outputs) carries the outputs its own replay exported, and only
+// such a replay does (400 otherwise); the objects themselves are not uploaded, their sha256 is
+// what is compared. The verdict is not told to the verifier; the job's events show it. The
+// uploaded object is deleted once judged.
 Plan HandleVerifyCommit(CtxPtr ctx) {
   if (!IsPlainId(ctx->args[0])) return Plan::Fail(Status::NotFound("no such verification"));
   FieldReader r(ctx->body);
-  static const char* const kKeys[] = {"epoch", "sha256", "size", nullptr};
+  static const char* const kKeys[] = {"epoch", "sha256", "size", "outputs", nullptr};
   r.OnlyKeys(kKeys);
   int64_t epoch = 0, size = 0;
   std::string sha;
@@ -112,6 +117,10 @@ Plan HandleVerifyCommit(CtxPtr ctx) {
   r.Int("size", &size, true, 0, ctx->config->max_checkpoint_bytes);
   if (r.ok() && !IsSha256Hex(sha)) r.Fail("sha256 must be 64 lowercase hex characters");
   if (!r.ok()) return Plan::Fail(r.status());
+  std::vector<OutputFile> files;
+  Status read = ReadOutputFiles(ctx->body, "outputs", ctx->config->max_output_bytes, &files);
+  if (!read.ok() && read.code() != Code::kNotFound) return Plan::Fail(read);
+  const SqlValue outputs = read.ok() ? SqlValue(CanonicalOutputs(files)) : SqlValue();
   const std::string& id = ctx->args[0];
   const int64_t now = ctx->now();
   const bool builtin = !ctx->config->s3.enabled();
@@ -132,19 +141,24 @@ Plan HandleVerifyCommit(CtxPtr ctx) {
   const std::string bad_job = "(SELECT job_id FROM " + kThis + ")";
   const std::string bad_step = "(SELECT step FROM " + kThis + ")";
   Batch b;
-  // 0: finish the row under the fence, with its verdict.
+  // 0: finish the row under the fence, with its verdict (outputs exactly for the last segment).
   b.Add(
       "UPDATE verifications SET state = 'done', lease_nonce = ?, result_sha256 = ?, "
-      "ended_at = ?, billed_ms = ? - started_at, verdict = " +
-          std::string(kVerdictSql) + " WHERE " + f.sql + stored +
+      "result_outputs = ?, ended_at = ?, billed_ms = ? - started_at, verdict = " +
+          std::string(kVerdictSql) + " WHERE " + f.sql +
+          " AND (claimed_outputs IS NULL) = (? IS NULL)" + stored +
           " RETURNING job_id, round, step, verdict",
-      Cat(Cat({nonce, sha, now, now, sha, sha, sha}, f.params), sp));
+      Cat(Cat(Cat({nonce, sha, outputs, now, now, sha, outputs, sha, outputs, sha, outputs},
+                  f.params),
+              {outputs}),
+          sp));
   // 1: disagree -> a third node replays the segment.
   b.Add(
       "INSERT INTO verifications (id, job_id, round, step_from, from_key, from_sha256, "
-      "from_size, step, claimed_sha256, trainer_node, other_node, other_sha256, state, "
-      "created_at) SELECT ?, job_id, 2, step_from, from_key, from_sha256, from_size, step, "
-      "claimed_sha256, trainer_node, node_id, result_sha256, 'pending', ? FROM " +
+      "from_size, step, claimed_sha256, claimed_outputs, trainer_node, other_node, "
+      "other_sha256, other_outputs, state, created_at) SELECT ?, job_id, 2, step_from, "
+      "from_key, from_sha256, from_size, step, claimed_sha256, claimed_outputs, trainer_node, "
+      "node_id, result_sha256, result_outputs, 'pending', ? FROM " +
           kThis + " AND verdict = 'disagree'",
       {NewId(ctx->req.entropy, "v"), now, nonce});
   // 2, 3: the minority node is quarantined (and a bad trainer banned from the job).
@@ -202,36 +216,48 @@ Plan HandleVerifyCommit(CtxPtr ctx) {
   b.Add("SELECT size, sha256 FROM blobs WHERE key = (SELECT " + std::string(kVerificationKeySql) +
             " FROM verifications WHERE id = ?)",
         {epoch, id});
-  return Plan::Run(std::move(b), [ctx, epoch, sha, size, builtin](BatchResult res) -> Plan {
-    if (!res.status.ok()) return DbFail(res.status);
-    std::vector<std::string> deletes;
-    for (size_t i : {size_t(8), size_t(9)}) {
-      for (const auto& row : res.results[i].rows) deletes.push_back(row[0].AsText());
-    }
-    auto respond = [&](Plan p) { return std::move(p).WithBlobDeletes(deletes); };
-    const Rows& done = res.results[0];
-    if (!done.empty()) {
-      return respond(RespondJson(
-          200, {{"committed", true}, {"id", ctx->args[0]}, {"step", done.Get(0, "step").AsInt()}}));
-    }
-    const Rows& v = res.results[10];
-    // A retried commit of the same result: already done.
-    if (HeldBy(v, *ctx, epoch) && v.Get(0, "state").AsText() == "done" &&
-        v.Get(0, "result_sha256").AsText() == sha) {
-      return respond(RespondJson(200, {{"committed", true}, {"id", ctx->args[0]}}));
-    }
-    Status st = ExplainVerificationLease(v, *ctx, epoch);
-    if (!st.ok()) return respond(Plan::Fail(st));
-    const Rows& blob = res.results[11];
-    if (builtin && (blob.empty() || blob.Get(0, "sha256").AsText() != sha ||
-                    blob.Get(0, "size").AsInt() != size)) {
-      return respond(Plan::Fail(Status::Invalid(
-          blob.empty() ? "no object is stored at the verification's key; upload it first"
-                       : "the object stored at the verification's key has a different sha256 "
-                         "or size")));
-    }
-    return respond(Plan::Fail(Status::Conflict("commit raced with another change; retry")));
-  });
+  return Plan::Run(
+      std::move(b), [ctx, epoch, sha, size, builtin, outputs](BatchResult res) -> Plan {
+        if (!res.status.ok()) return DbFail(res.status);
+        std::vector<std::string> deletes;
+        for (size_t i : {size_t(8), size_t(9)}) {
+          for (const auto& row : res.results[i].rows) deletes.push_back(row[0].AsText());
+        }
+        auto respond = [&](Plan p) { return std::move(p).WithBlobDeletes(deletes); };
+        const Rows& done = res.results[0];
+        if (!done.empty()) {
+          return respond(RespondJson(
+              200,
+              {{"committed", true}, {"id", ctx->args[0]}, {"step", done.Get(0, "step").AsInt()}}));
+        }
+        const Rows& v = res.results[10];
+        // A retried commit of the same result: already done.
+        if (HeldBy(v, *ctx, epoch) && v.Get(0, "state").AsText() == "done" &&
+            v.Get(0, "result_sha256").AsText() == sha &&
+            v.Get(0, "result_outputs").AsText() == outputs.AsText()) {
+          return respond(RespondJson(200, {{"committed", true}, {"id", ctx->args[0]}}));
+        }
+        Status st = ExplainVerificationLease(v, *ctx, epoch);
+        if (!st.ok()) return respond(Plan::Fail(st));
+        const bool last_segment = v.Get(0, "last_segment").AsInt() == 1;
+        if (last_segment && outputs.is_null()) {
+          return respond(Plan::Fail(Status::Invalid(
+              "this replay ends at the job's last step: commit the outputs it exported too")));
+        }
+        if (!last_segment && !outputs.is_null()) {
+          return respond(Plan::Fail(
+              Status::Invalid("outputs come only with a replay of the job's last segment")));
+        }
+        const Rows& blob = res.results[11];
+        if (builtin && (blob.empty() || blob.Get(0, "sha256").AsText() != sha ||
+                        blob.Get(0, "size").AsInt() != size)) {
+          return respond(Plan::Fail(Status::Invalid(
+              blob.empty() ? "no object is stored at the verification's key; upload it first"
+                           : "the object stored at the verification's key has a different sha256 "
+                             "or size")));
+        }
+        return respond(Plan::Fail(Status::Conflict("commit raced with another change; retry")));
+      });
 }
 
 }  // namespace gleaner::core

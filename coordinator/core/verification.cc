@@ -17,9 +17,10 @@ double VerificationDraw(const std::string& entropy) {
 }
 
 const char* const kVerdictSql =
-    "CASE WHEN round = 1 THEN (CASE WHEN ? = claimed_sha256 THEN 'agree' ELSE 'disagree' END) "
-    "WHEN ? = claimed_sha256 THEN 'verifier_bad' WHEN ? = other_sha256 THEN 'trainer_bad' "
-    "ELSE 'no_majority' END";
+    "CASE WHEN round = 1 THEN (CASE WHEN ? = claimed_sha256 AND ? IS claimed_outputs THEN "
+    "'agree' ELSE 'disagree' END) "
+    "WHEN ? = claimed_sha256 AND ? IS claimed_outputs THEN 'verifier_bad' "
+    "WHEN ? = other_sha256 AND ? IS other_outputs THEN 'trainer_bad' ELSE 'no_majority' END";
 
 std::string VerificationKey(const std::string& job, const std::string& verification,
                             int64_t epoch) {

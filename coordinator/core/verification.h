@@ -6,7 +6,9 @@
 // A committed checkpoint (step k+m) is picked with the job's verify_fraction, from the shell's
 // per-request entropy (the core draws no randomness of its own): the node that committed it
 // cannot predict or influence the pick. Another node resumes from the previous committed
-// checkpoint (k), trains to k+m and uploads its checkpoint; the two sha256 are compared.
+// checkpoint (k), trains to k+m and uploads its checkpoint; the two sha256 are compared. The
+// last segment also compares outputs: the trainer committed the checkpoint of the last step with
+// the files it exports to (outputs.h), the verifier exports its own replay and commits those.
 // Equality is exact: it holds where the trainer's resume is bit-exact (the synthetic kind and
 // lora-sd on CPU). Other device pairs need a tolerance that is not measured yet, so the kinds
 // and devices a deployment verifies must be exact ones.
@@ -22,8 +24,10 @@ namespace gleaner::core {
 // the fraction is).
 double VerificationDraw(const std::string& entropy);
 
-// The verdict of a finished replay, from what the verifier's checkpoint hashed to, as SQL over
-// a verifications row (it is decided inside the commit's batch; parameters: the result x3):
+// The verdict of a finished replay, from what the verifier's checkpoint hashed to and the
+// outputs it exported (NULL but for the last segment; canonical text, outputs.h), as SQL over a
+// verifications row (it is decided inside the commit's batch; parameters: (sha256, outputs) x3).
+// Two results are the same when both the sha256 and the outputs are:
 //   agree         round 1, same as the trainer's: the segment is verified;
 //   disagree      round 1, differs: a third node replays it (round 2);
 //   trainer_bad   round 2, same as the first verifier's: the trainer is quarantined;

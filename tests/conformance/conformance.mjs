@@ -466,6 +466,57 @@ test("verification: a replay lease for another node; two replays that disagree w
   }
 });
 
+test("bound outputs: the last checkpoint names the outputs, complete must match them, the last replay compares them", async () => {
+  const dev = developer();
+  try {
+    const trainer = await newNode();
+    const job = expectOk(await dev.submit(synthetic(5, { verify_fraction: 1 })), 201);
+    const w = expectOk(await claim(trainer));
+    assert.equal(w.job.id, job.id);
+    const epoch = w.lease.epoch;
+    const base = `/v1/jobs/${job.id}`;
+    const list = (b, name = "chain.txt") => [{ name, sha256: sha256(b), size: b.length }];
+    const honest = randomBytes(300), forged = randomBytes(300), ckpt = randomBytes(1000);
+    const up = expectOk(await call("POST", `${base}/checkpoints`, { token: trainer.token, body: { epoch, step: 5 } }));
+    assert.ok((await putBlob(up.url, ckpt)).status < 300);
+    const commit = (body) => call("POST", `${base}/checkpoints/5/commit`, { token: trainer.token, body: { epoch, sha256: sha256(ckpt), size: ckpt.length, ...body } });
+    // The last step's checkpoint without outputs, or with malformed ones: 400.
+    const bare = await commit({});
+    expectError(bare, 400, "bad_request");
+    assert.match(bare.json.error.message, /must carry outputs/);
+    expectError(await commit({ outputs: [{ name: "../x", sha256: sha256(honest), size: 1 }] }), 400, "bad_request");
+    expectOk(await commit({ outputs: list(honest) }));
+    // The job completes only with those files.
+    const out = expectOk(await call("POST", `${base}/outputs`, { token: trainer.token, body: { epoch, name: "chain.txt" } }));
+    assert.ok((await putBlob(out.url, forged)).status < 300);
+    const wrong = await call("POST", `${base}/complete`, { token: trainer.token, body: { epoch, outputs: list(forged) } });
+    expectError(wrong, 400, "bad_request");
+    assert.match(wrong.json.error.message, /differ from the ones the checkpoint of step 5 was committed with/);
+    const ev = expectOk(await call("GET", `${base}/events`, { token: await dev.token() }));
+    assert.equal(ev.job.state, "running");
+    assert.deepEqual(ev.checkpoints[0].outputs, list(honest));
+    assert.deepEqual(ev.verifications[0].claimed_outputs, list(honest));
+
+    // The replay of the last segment (0 -> 5) must bring the outputs it exported.
+    const v = await newNode();
+    const vc = expectOk(await call("POST", "/v1/work", { token: v.token, body: { verify: true } }));
+    assert.equal(vc.verification.stop_step, 5);
+    const vpath = `/v1/verifications/${vc.verification.id}`;
+    const ve = vc.lease.epoch;
+    const vup = expectOk(await call("POST", `${vpath}/checkpoint`, { token: v.token, body: { epoch: ve } }));
+    assert.ok((await putBlob(vup.url, ckpt)).status < 300);
+    const vbare = await call("POST", `${vpath}/commit`, { token: v.token, body: { epoch: ve, sha256: sha256(ckpt), size: ckpt.length } });
+    expectError(vbare, 400, "bad_request");
+    assert.match(vbare.json.error.message, /commit the outputs/);
+    expectOk(await call("POST", `${vpath}/commit`, { token: v.token, body: { epoch: ve, sha256: sha256(ckpt), size: ckpt.length, outputs: list(honest) } }));
+    const after = expectOk(await call("GET", `${base}/events`, { token: await dev.token() }));
+    assert.equal(after.verifications[0].verdict, "agree");
+    assert.deepEqual(after.verifications[0].result_outputs, list(honest));
+  } finally {
+    await dev.cleanup();
+  }
+});
+
 test("complete: outputs uploaded, result URLs download the same bytes, later writes are 409", async () => {
   const dev = developer();
   try {

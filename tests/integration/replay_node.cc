@@ -110,6 +110,17 @@ std::string ReplayNode::CheckpointText(const Work& w) const {
   return CkptText(w.job, w.step, st);
 }
 
+std::string ReplayNode::OutputText(const Work& w) const {
+  if (forgery_ == Forgery::kForgeOutput) return "replay-out forged by " + id_ + " for " + w.job;
+  return "replay-out " + w.job + " " + HexEncode(w.state.data(), w.state.size());
+}
+
+Json ReplayNode::OutputList(const Work& w) const {
+  const std::string out = OutputText(w);
+  return Json::array(
+      {{{"name", "out.txt"}, {"sha256", Sha256Hex(out)}, {"size", int64_t(out.size())}}});
+}
+
 bool ReplayNode::PutAndCommit(const std::string& url_path, const Json& url_body,
                               const std::string& commit_path, Json commit_body,
                               const std::string& text, std::string* error) {
@@ -137,6 +148,8 @@ bool ReplayNode::Advance(std::string* error) {
     work_.reset();
     return true;
   }
+  // Resumed at the last step's checkpoint: only its export is left to deliver.
+  if (!verifying && w.step == w.steps) return Finish(error);
   // One checkpoint interval of "training".
   const int64_t target = std::min(w.stop_step, (w.step / every_ + 1) * every_);
   for (int64_t s = w.step + 1; s <= target; ++s) {
@@ -146,16 +159,22 @@ bool ReplayNode::Advance(std::string* error) {
   (verifying ? steps_replayed_ : steps_trained_) += target - w.step;
   w.step = target;
   const std::string text = CheckpointText(w);
-  const bool forged = forgery_ != Forgery::kNone;
+  const bool last = w.step == w.steps;
+  const bool forged = forgery_ != Forgery::kNone && (forgery_ != Forgery::kForgeOutput || last);
+  // The last step's checkpoint (or its replay) comes with its export.
+  Json commit = {{"epoch", w.epoch}};
+  if (last) commit["outputs"] = OutputList(w);
   if (verifying) {
     if (w.step < w.stop_step) return true;
     const std::string vid = w.verification, job = w.job;
     const int64_t step = w.step;
-    if (!PutAndCommit(base + "/checkpoint", {{"epoch", w.epoch}}, base + "/commit",
-                      {{"epoch", w.epoch}}, text, error)) {
+    if (!PutAndCommit(base + "/checkpoint", {{"epoch", w.epoch}}, base + "/commit", commit, text,
+                      error)) {
       return false;
     }
-    if (work_) uploads_.push_back({job, step, Sha256Hex(text), forged, true});
+    if (work_)
+      uploads_.push_back(
+          {job, step, Sha256Hex(text), forged, true, commit.value("outputs", Json())});
     if (work_) ++verifications_done_;
     work_.reset();
     return true;
@@ -163,12 +182,12 @@ bool ReplayNode::Advance(std::string* error) {
   const std::string job = w.job;
   const int64_t step = w.step;
   if (!PutAndCommit(base + "/checkpoints", {{"epoch", w.epoch}, {"step", w.step}},
-                    base + "/checkpoints/" + std::to_string(w.step) + "/commit",
-                    {{"epoch", w.epoch}}, text, error)) {
+                    base + "/checkpoints/" + std::to_string(w.step) + "/commit", commit, text,
+                    error)) {
     return false;
   }
   if (!work_) return true;  // lost meanwhile
-  uploads_.push_back({job, step, Sha256Hex(text), forged, false});
+  uploads_.push_back({job, step, Sha256Hex(text), forged, false, commit.value("outputs", Json())});
   if (w.step < w.steps) return true;
   return Finish(error);
 }
@@ -176,7 +195,7 @@ bool ReplayNode::Advance(std::string* error) {
 bool ReplayNode::Finish(std::string* error) {
   Work& w = *work_;
   const std::string base = "/v1/jobs/" + w.job;
-  std::string out = "replay-out " + w.job + " " + HexEncode(w.state.data(), w.state.size());
+  const std::string out = OutputText(w);
   HttpResult u = client_.Post(base + "/outputs", {{"epoch", w.epoch}, {"name", "out.txt"}});
   if (u.status != 200) return Expected(u, "output URL", error);
   HttpResult put = HttpClient::Fetch("PUT", u.json()["url"].get<std::string>(), out);
@@ -184,11 +203,7 @@ bool ReplayNode::Finish(std::string* error) {
     *error = id_ + ": output PUT: " + put.Describe();
     return false;
   }
-  HttpResult c = client_.Post(
-      base + "/complete",
-      {{"epoch", w.epoch},
-       {"outputs",
-        {{{"name", "out.txt"}, {"sha256", Sha256Hex(out)}, {"size", int64_t(out.size())}}}}});
+  HttpResult c = client_.Post(base + "/complete", {{"epoch", w.epoch}, {"outputs", OutputList(w)}});
   if (c.status != 200) return Expected(c, "complete", error);
   work_.reset();
   return true;

@@ -5,15 +5,19 @@
 //
 // The stand-in trainer is a hash chain: state(0) = SHA-256("init " + job), state(s) =
 // SHA-256(state(s-1) + " " + s). A checkpoint at step s is the text
-// "replay-ckpt <job> <s> <hex state(s)>", the output "replay-out <job> <hex state(steps)>".
-// Resuming from a checkpoint gives bit-exact results, like the synthetic kind or lora-sd on CPU.
+// "replay-ckpt <job> <s> <hex state(s)>", the output "replay-out <job> <hex state(steps)>"
+// (out.txt), the export of the last step's checkpoint: that checkpoint is committed with it, and
+// a replay of the last segment commits the output it exported too. Resuming from a checkpoint
+// gives bit-exact results, like the synthetic kind or lora-sd on CPU.
 //
 // TEST ONLY: a dishonest node forges what it uploads, as its trainer and as a verifier:
 //   kPerturb    the checkpoint's state with bits flipped, in a pattern of the node's own
 //               (corrupt weights, a broken GPU; two such nodes never agree);
 //   kOtherJob   the honest checkpoint of another job at the same step (a result it did not
 //               compute for this job);
-//   kSkipSteps  every other step skipped (less work than paid for).
+//   kSkipSteps  every other step skipped (less work than paid for);
+//   kForgeOutput honest checkpoints, but an output that is not their export (a result swapped
+//               at the end), committed with the last checkpoint and completed with.
 // Nothing outside tests builds this: the agent and trainer have no dishonest mode.
 //
 // One action per Step() call (poll for work, train one checkpoint interval, replay a segment,
@@ -30,15 +34,16 @@
 
 namespace gleaner::testing {
 
-enum class Forgery { kNone, kPerturb, kOtherJob, kSkipSteps };
+enum class Forgery { kNone, kPerturb, kOtherJob, kSkipSteps, kForgeOutput };
 
 // A checkpoint a node committed (as trainer) or replayed (as verifier).
 struct Upload {
   std::string job;
   int64_t step = 0;
   std::string sha256;
-  bool forged = false;  // uploaded by a dishonest node (always forged)
+  bool forged = false;  // forged by a dishonest node (kForgeOutput: only the last step's)
   bool verification = false;
+  Json outputs;  // the last step's: the outputs committed with it (else null)
 };
 
 class ReplayNode {
@@ -78,6 +83,10 @@ class ReplayNode {
   bool Finish(std::string* error);
   // Checkpoint text for the current state, forged as this node forges.
   std::string CheckpointText(const Work& w) const;
+  // The output text of the current state (the last step's export), forged as this node forges.
+  std::string OutputText(const Work& w) const;
+  // [{name: out.txt, sha256, size}] of OutputText.
+  Json OutputList(const Work& w) const;
   // POST url_path (-> a PUT URL), PUT text, POST commit_path with its sha256 and size.
   bool PutAndCommit(const std::string& url_path, const Json& url_body,
                     const std::string& commit_path, Json commit_body, const std::string& text,

@@ -104,9 +104,11 @@ int Run(const RunArgs& args) {
   last_emit = Clock::now();
   int64_t samples_since = 0;
   const int64_t per_step = p->batch_size * p->gradient_accumulation;
+  bool trained = false;  // else resumed at the last step: its export is checked
   while (t.step() < end) {
     Result<double> loss = t.Step();
     if (!loss.ok()) return Fail(loss.status());
+    trained = true;
     samples_since += per_step;
     auto now = Clock::now();
     double dt = std::chrono::duration<double>(now - last_emit).count();
@@ -116,20 +118,28 @@ int Run(const RunArgs& args) {
       last_emit = now;
       samples_since = 0;
     }
+    // The checkpoint of `end` always (the last step's records its export; a replay's is what
+    // is compared), of due samples, of the schedule and of a stop.
     const bool sample_now = sample_due();
-    if (sample_now || (replay && t.step() == end) ||
-        (t.step() < p->steps &&
-         (StopRequested() || (p->checkpoint_every > 0 && t.step() % p->checkpoint_every == 0)))) {
+    if (sample_now || t.step() == end || StopRequested() ||
+        (p->checkpoint_every > 0 && t.step() % p->checkpoint_every == 0)) {
       s = checkpoint();
       if (!s.ok()) return Fail(s);
-      if (StopRequested()) return kExitInterrupted;
+      if (StopRequested() && t.step() < end) return kExitInterrupted;
     }
     if (sample_now) {
       if (int code = render(); code != kExitDone) return code;
     }
   }
-  if (replay) return kExitDone;  // the checkpoint of `end` is written
-  s = t.WriteOutput(OutputDirFor(args.work_dir), job_id);
+  if (end < p->steps) return kExitDone;  // a replay: the checkpoint of `end` is written
+  // The last step's checkpoint is durable (written above, or resumed from): its export.
+  Result<std::map<std::string, std::string>> files = t.ExportFiles(job_id);
+  if (!files.ok()) return Fail(files.status());
+  if (!trained) {
+    s = CheckResumedExport(args.resume_dir, DescribeFiles(*files));
+    if (!s.ok()) return Fail(Status(s.code(), "export: " + s.message()));
+  }
+  s = t.WriteOutput(OutputDirFor(args.work_dir), job_id, *files);
   if (!s.ok()) return Fail(s);
   EmitDone(t.step());
   return kExitDone;

@@ -267,7 +267,13 @@ Status Trainer::SaveCheckpoint(const std::string& dir, const std::string& job_id
     return Status::Ok();
   });
   if (!s.ok()) return s;
-  return WriteWithManifest(dir, files, step_, job_id, Json{{"samples_seen", samples_seen_}});
+  Json meta = {{"samples_seen", samples_seen_}};
+  if (step_ == p_.steps) {  // the last step's checkpoint records its export (trainer_protocol.h)
+    Result<std::map<std::string, std::string>> out = ExportFiles(job_id);
+    if (!out.ok()) return out.status();
+    meta[kManifestOutputsKey] = FileListToJson(DescribeFiles(*out));
+  }
+  return WriteWithManifest(dir, files, step_, job_id, meta);
 }
 
 Status Trainer::Restore(const std::string& dir) {
@@ -356,9 +362,9 @@ Status Trainer::Restore(const std::string& dir) {
   });
 }
 
-Status Trainer::WriteOutput(const std::string& dir, const std::string& job_id) {
+Result<std::map<std::string, std::string>> Trainer::ExportFiles(const std::string& job_id) {
   std::map<std::string, std::string> files;
-  Status s = CatchTorch("writing output", [&]() -> Status {
+  Status s = CatchTorch("exporting the LoRA", [&]() -> Status {
     std::map<std::string, std::string> meta = {{"ss_network_module", "networks.lora"},
                                                {"ss_network_dim", std::to_string(p_.rank)},
                                                {"ss_network_alpha", Json(p_.alpha).dump()},
@@ -390,6 +396,11 @@ Status Trainer::WriteOutput(const std::string& dir, const std::string& job_id) {
     return Status::Ok();
   });
   if (!s.ok()) return s;
+  return files;
+}
+
+Status Trainer::WriteOutput(const std::string& dir, const std::string& job_id,
+                            const std::map<std::string, std::string>& files) {
   return WriteWithManifest(dir, files, step_, job_id, Json{{"rank", p_.rank}, {"alpha", p_.alpha}});
 }
 

@@ -21,6 +21,7 @@
 
 #include <torch/torch.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,8 +60,13 @@ class Trainer {
   Status SaveCheckpoint(const std::string& dir, const std::string& job_id);
   // Restores a checkpoint written by SaveCheckpoint (files verified against the manifest).
   Status Restore(const std::string& dir);
-  // Writes output/lora.safetensors (kohya), output/lora_peft.safetensors (PEFT), MANIFEST.json.
-  Status WriteOutput(const std::string& dir, const std::string& job_id);
+  // The output files of the current weights: lora.safetensors (kohya) and
+  // lora_peft.safetensors (PEFT), a function of the checkpointed state only, so the checkpoint
+  // of the last step exports to the same bytes on any node (SaveCheckpoint records them there).
+  Result<std::map<std::string, std::string>> ExportFiles(const std::string& job_id);
+  // Writes `files` (ExportFiles) to `dir` with its MANIFEST.json.
+  Status WriteOutput(const std::string& dir, const std::string& job_id,
+                     const std::map<std::string, std::string>& files);
 
  private:
   Trainer(Dataset d, const LoraSdParams& p);

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 
 #include "agent/protocol/checkpoint_dir.h"
 #include "agent/protocol/progress.h"
@@ -83,13 +84,23 @@ Result<State> LoadResume(const std::string& dir, const Params& p) {
   return st;
 }
 
+// The output files: the export of a state (the chain digest).
+std::map<std::string, std::string> ExportFiles(const State& st) {
+  return {{"chain.txt", HexEncode(st.s) + "\n"}};
+}
+
+// The checkpoint of the last step records its export (trainer_protocol.h, meta.outputs).
 Status WriteCheckpoint(const RunArgs& args, const Params& p, const State& st) {
   std::string dir = CheckpointDirFor(args.work_dir, st.step);
   Result<CheckpointWriter> w = CheckpointWriter::Begin(dir);
   if (!w.ok()) return w.status();
   Json state = {{"seed", p.seed}, {"step", st.step}, {"state", HexEncode(st.s)}};
   GLEANER_RETURN_IF_ERROR(w->AddFile(kStateFile, DumpJson(state)));
-  GLEANER_RETURN_IF_ERROR(w->Commit(kKind, SpecJobId(args), st.step));
+  Json meta = Json::object();
+  if (st.step == p.steps) {
+    meta[kManifestOutputsKey] = FileListToJson(DescribeFiles(ExportFiles(st)));
+  }
+  GLEANER_RETURN_IF_ERROR(w->Commit(kKind, SpecJobId(args), st.step, meta));
   EmitCheckpoint(st.step, dir);
   return Status::Ok();
 }
@@ -200,6 +211,7 @@ int RunSynthetic(const RunArgs& args) {
                  static_cast<long long>(st.step));
   }
   int64_t last_ckpt = st.step;
+  bool trained_last = false;  // else resumed at the last step: the export is checked
   // Samples due at the step we resumed from were perhaps never finished: render them again.
   bool sampled =
       !(p.samples && !args.resume_dir.empty() && SampleDue(st.step, p.steps, p.sample_every));
@@ -226,7 +238,8 @@ int RunSynthetic(const RunArgs& args) {
     st.step = k;
     EmitStep(k, p.steps, 1.0 / double(k), true, p.step_ms > 0 ? 1000.0 / double(p.step_ms) : 0);
     sampled = !(p.samples && SampleDue(k, p.steps, p.sample_every));
-    if ((p.checkpoint_every > 0 && k % p.checkpoint_every == 0 && k < p.steps) || !sampled) {
+    trained_last = k == p.steps;
+    if (trained_last || (p.checkpoint_every > 0 && k % p.checkpoint_every == 0) || !sampled) {
       Status s = WriteCheckpoint(args, p, st);
       if (!s.ok()) return Fail("checkpoint: " + s.message());
       last_ckpt = k;
@@ -240,16 +253,25 @@ int RunSynthetic(const RunArgs& args) {
     std::fprintf(stderr, "gleaner-train: stopped at step %lld\n", static_cast<long long>(st.step));
     return kExitInterrupted;
   }
-  if (replay) {  // the checkpoint of `end`, unless the schedule wrote it already
+  if (replay && end < p.steps) {  // the checkpoint of `end`, unless the schedule wrote it
     if (last_ckpt != st.step) {
       Status s = WriteCheckpoint(args, p, st);
       if (!s.ok()) return Fail("checkpoint: " + s.message());
     }
     return kExitDone;
   }
+  // The last step's checkpoint is durable (written above, or resumed from): its export.
+  const std::map<std::string, std::string> files = ExportFiles(st);
+  if (!trained_last) {
+    Status s = CheckResumedExport(args.resume_dir, DescribeFiles(files));
+    if (!s.ok()) return Fail("export: " + s.message());
+  }
   Result<CheckpointWriter> out = CheckpointWriter::Begin(OutputDirFor(args.work_dir));
   if (!out.ok()) return Fail("output: " + out.status().message());
-  Status s = out->AddFile("chain.txt", HexEncode(st.s) + "\n");
+  Status s = Status::Ok();
+  for (const auto& [name, bytes] : files) {
+    if (s.ok()) s = out->AddFile(name, bytes);
+  }
   if (s.ok()) s = out->Commit(kKind, SpecJobId(args), st.step);
   if (!s.ok()) return Fail("output: " + s.message());
   EmitDone(st.step);

@@ -13,8 +13,10 @@ using namespace gleaner::agent;
 using gleaner::testing::FakeHttp;
 using gleaner::testing::Reply;
 
-TEST_CASE("the self-test runs a job and its replay, and refuses a trainer without replays",
-          "[self_test]") {
+TEST_CASE(
+    "the self-test runs a job and its replay, and refuses a trainer without replays or without "
+    "a last checkpoint that records the output",
+    "[self_test]") {
   testing::TempDir t;
   FakeHttp http([](const net::HttpCall&) { return Reply(200, "{}"); });
   AgentConfig config;
@@ -32,5 +34,17 @@ TEST_CASE("the self-test runs a job and its replay, and refuses a trainer withou
                               0755)
               .ok());
   config.trainer = old_trainer;
+  CHECK(RunSelfTest(config, &http) == 1);
+  // A trainer that predates bound outputs: no checkpoint of the last step (its jobs could not
+  // complete where they are verified).
+  const std::string unbound = t / "unbound-trainer.sh";
+  REQUIRE(files::WriteDurable(unbound,
+                              "#!/bin/sh\n" + testing::TrainBin() +
+                                  " \"$@\" || exit $?\nwhile [ $# -gt 0 ]; do [ \"$1\" = "
+                                  "--work-dir ] && rm -rf \"$2/checkpoints/0000000003\"; shift; "
+                                  "done\nexit 0\n",
+                              0755)
+              .ok());
+  config.trainer = unbound;
   CHECK(RunSelfTest(config, &http) == 1);
 }

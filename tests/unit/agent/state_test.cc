@@ -49,8 +49,8 @@ TEST_CASE("pending uploads of the current job are recorded and removed", "[state
   StateDir state(t / "state");
   REQUIRE(state.Init().ok());
   REQUIRE(state.SaveCurrentJob(CurrentJob{"j", 2, {}}).ok());
-  REQUIRE(state.AddPending("j", 2, PendingUpload{10, "/a/10", std::string(64, 'a'), 5}).ok());
-  REQUIRE(state.AddPending("j", 2, PendingUpload{20, "/a/20", std::string(64, 'b'), 6}).ok());
+  REQUIRE(state.AddPending("j", 2, PendingUpload{10, "/a/10", std::string(64, 'a'), 5, {}}).ok());
+  REQUIRE(state.AddPending("j", 2, PendingUpload{20, "/a/20", std::string(64, 'b'), 6, {}}).ok());
   REQUIRE(state.RemovePending("j", 2, 10).ok());
   auto cur = state.LoadCurrentJob();
   REQUIRE(cur.ok());
@@ -59,7 +59,7 @@ TEST_CASE("pending uploads of the current job are recorded and removed", "[state
   REQUIRE((*cur)->pending.size() == 1);
   CHECK((*cur)->pending[0].step == 20);
   // A record for another lease replaces the old one.
-  REQUIRE(state.AddPending("k", 1, PendingUpload{5, "/b/5", std::string(64, 'c'), 7}).ok());
+  REQUIRE(state.AddPending("k", 1, PendingUpload{5, "/b/5", std::string(64, 'c'), 7, {}}).ok());
   cur = state.LoadCurrentJob();
   CHECK((*cur)->job_id == "k");
   CHECK((*cur)->pending.size() == 1);

@@ -105,8 +105,49 @@ TEST_CASE("an uninterrupted run writes chain.txt and its output manifest", "[syn
   CHECK(out->step == 20);
   int checkpoints = 0;
   for (const auto& e : r.events) checkpoints += e.type == ProgressEvent::Type::kCheckpoint;
-  CHECK(checkpoints == 3);  // 5, 10, 15 (the last step is the output)
+  CHECK(checkpoints == 4);  // 5, 10, 15 and the last step's, before the output
   CHECK(r.events.back().type == ProgressEvent::Type::kDone);
+  // The last step's checkpoint records its export: the output's files, and only it does.
+  auto last = train::VerifyCheckpointDir(train::CheckpointDirFor(t / "work", 20));
+  REQUIRE(last.ok());
+  auto recorded = ManifestOutputs(*last);
+  REQUIRE(recorded.ok());
+  CHECK(SameFiles(*recorded, out->files));
+  auto earlier = train::VerifyCheckpointDir(train::CheckpointDirFor(t / "work", 15));
+  REQUIRE(earlier.ok());
+  CHECK(ManifestOutputs(*earlier).status().code() == Code::kNotFound);
+}
+
+TEST_CASE("resumed at the last step's checkpoint, a run only exports, and checks the export",
+          "[synthetic]") {
+  TempDir first;
+  Json params = {{"steps", 12}, {"checkpoint_every", 5}, {"seed", 9}};
+  REQUIRE(ExitCode(Train(first, params)) == kExitDone);
+  const std::string final_dir = train::CheckpointDirFor(first / "work", 12);
+  TempDir again;
+  TrainRun r = Train(again, params, final_dir);
+  CHECK(ExitCode(r) == kExitDone);
+  CHECK(Chain(again) == Chain(first));
+  for (const auto& e : r.events) CHECK(e.type != ProgressEvent::Type::kCheckpoint);
+  // A checkpoint whose recorded outputs are not its export (forged, or from another build):
+  // the run fails rather than complete with outputs the checkpoint does not name.
+  auto m = train::VerifyCheckpointDir(final_dir);
+  REQUIRE(m.ok());
+  TempDir forged_ckpt;
+  const std::string forged_dir = forged_ckpt / "ckpt";
+  auto w = train::CheckpointWriter::Begin(forged_dir);
+  REQUIRE(w.ok());
+  for (const ManifestFile& f : m->files) {
+    REQUIRE(w->AddFile(f.name, *files::ReadAll(final_dir + "/" + f.name)).ok());
+  }
+  Json meta = m->meta;
+  meta["outputs"][0]["sha256"] = Sha256Hex("another chain");
+  REQUIRE(w->Commit(m->kind, m->job_id, m->step, meta).ok());
+  TempDir bad;
+  TrainRun refused = Train(bad, params, forged_dir);
+  CHECK(ExitCode(refused) == kExitFailed);
+  CHECK(refused.stderr_text.find("differs from the outputs it recorded") != std::string::npos);
+  CHECK_FALSE(files::Exists(bad / "work/output"));
 }
 
 TEST_CASE("resuming from every checkpoint, any number of times, gives the same chain",
@@ -347,13 +388,14 @@ TEST_CASE("a replay (--stop-at-step): the checkpoint of that step, as a full run
     CHECK(r.events.back().type == ProgressEvent::Type::kCheckpoint);
     CHECK(r.events.back().step == 10);
   }
-  // The last step (the run's own output, no checkpoint there): a checkpoint all the same.
+  // The last segment: the checkpoint of the last step as the full run wrote it (its recorded
+  // export included), and the output too, byte-equal.
   TempDir last;
   REQUIRE(ExitCode(Train(last, params, train::CheckpointDirFor(full / "work", 15), nullptr, 20)) ==
           kExitDone);
-  auto m = train::VerifyCheckpointDir(train::CheckpointDirFor(last / "work", 20));
-  REQUIRE(m.ok());
-  CHECK_FALSE(files::Exists(last / "work/output"));
+  CHECK(PackedSha(train::CheckpointDirFor(last / "work", 20), last, 20) ==
+        PackedSha(train::CheckpointDirFor(full / "work", 20), last, 20));
+  CHECK(Chain(last) == Chain(full));
   // Beyond the job, or not after the resume point: the job's fault, exit 2.
   TempDir bad;
   CHECK(ExitCode(Train(bad, params, "", nullptr, 21)) == kExitFailed);

@@ -24,12 +24,14 @@ using gleaner::testing::TempDir;
 
 namespace {
 
-std::string MakeCheckpoint(const std::string& work, int64_t step) {
+// meta: the manifest's meta (the last step's records its outputs).
+std::string MakeCheckpoint(const std::string& work, int64_t step,
+                           const Json& meta = Json::object()) {
   std::string dir = train::CheckpointDirFor(work, step);
   auto w = train::CheckpointWriter::Begin(dir);
   REQUIRE(w.ok());
   REQUIRE(w->AddFile("state", "step " + std::to_string(step)).ok());
-  REQUIRE(w->Commit("synthetic", "j", step).ok());
+  REQUIRE(w->Commit("synthetic", "j", step, meta).ok());
   return dir;
 }
 
@@ -40,6 +42,7 @@ struct FakeCoordinator {
   int commit_status = 200;
   std::map<std::string, std::string> stored;  // url -> bytes
   std::vector<int64_t> committed;
+  std::vector<Json> commits;         // bodies of checkpoints/{step}/commit
   std::vector<Json> sample_commits;  // bodies of samples/{step}/commit, with the url
 
   Result<net::HttpResponse> Handle(const net::HttpCall& c) {
@@ -58,6 +61,7 @@ struct FakeCoordinator {
       if (commit_status != 200) return Reply(commit_status, R"({"error":{"code":"conflict"}})");
       auto j = ParseJson(c.body);
       committed.push_back((*j)["step"].get<int64_t>());
+      commits.push_back(*j);
       return Reply(200);
     }
     if (c.method == "POST" && c.url.find("/checkpoints") != std::string::npos) {
@@ -136,7 +140,7 @@ TEST_CASE("a 409 on commit means the lease is gone: the queue is dropped", "[upl
   CHECK((*cur)->pending.size() == 1);
 }
 
-TEST_CASE("sample sets go up after their checkpoint, and DropCheckpoints keeps them",
+TEST_CASE("sample sets go up after their checkpoint, and DropCheckpointsBefore keeps them",
           "[uploader][samples]") {
   TempDir t;
   FakeCoordinator fc;
@@ -175,8 +179,8 @@ TEST_CASE("sample sets go up after their checkpoint, and DropCheckpoints keeps t
   CHECK(fc.stored["http://store/s10-1"] == "png-1");
   CHECK_FALSE(files::Exists(dir));  // removed once committed
 
-  // DropCheckpoints while the worker is busy with checkpoint 20: checkpoint 30 behind it is
-  // dropped, the sample set behind that is still uploaded.
+  // DropCheckpointsBefore(40) while the worker is busy with checkpoint 20: checkpoint 30
+  // behind it is dropped, the last step's (40) and the sample set behind it are still uploaded.
   FakeCoordinator fc2;
   std::atomic<bool> in_put{false}, release{false};
   FakeHttp http2([&](const net::HttpCall& c2) {
@@ -192,15 +196,63 @@ TEST_CASE("sample sets go up after their checkpoint, and DropCheckpoints keeps t
     CheckpointUploader up(&api2, &state, "j", 1, work, 3);
     up.Enqueue(20, MakeCheckpoint(work, 20));
     up.Enqueue(30, MakeCheckpoint(work, 30));
+    up.Enqueue(40, MakeCheckpoint(work, 40));
     up.EnqueueSamples(10, dir);
     for (int i = 0; i < 10000 && !in_put; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     REQUIRE(in_put);
-    up.DropCheckpoints();
+    up.DropCheckpointsBefore(40);
     release = true;
     REQUIRE(up.Drain(30));
   }
-  CHECK(fc2.committed == std::vector<int64_t>{20});
+  CHECK(fc2.committed == std::vector<int64_t>{20, 40});
   CHECK(fc2.sample_commits.size() == 1);
+}
+
+TEST_CASE(
+    "the last step's checkpoint is committed with the outputs its manifest records, also "
+    "after a restart",
+    "[uploader]") {
+  TempDir tmp;
+  const std::string work = tmp.path() + "/work";
+  StateDir state(tmp.path() + "/state");
+  REQUIRE(state.Init().ok());
+  const std::vector<ManifestFile> outputs = {{"chain.txt", 5, Sha256Hex("chain")}};
+  FakeCoordinator fc;
+  FakeHttp http([&](const net::HttpCall& c) { return fc.Handle(c); });
+  CoordinatorApi api(&http, "http://coord");
+  {
+    CheckpointUploader up(&api, &state, "j", 1, work, 3);
+    up.Enqueue(10, MakeCheckpoint(work, 10));
+    up.Enqueue(20, MakeCheckpoint(work, 20, {{"outputs", FileListToJson(outputs)}}));
+    REQUIRE(up.Drain(30));
+  }
+  REQUIRE(fc.commits.size() == 2);
+  CHECK_FALSE(fc.commits[0].contains("outputs"));
+  REQUIRE(fc.commits[1].contains("outputs"));
+  CHECK(fc.commits[1]["outputs"] ==
+        Json::array({{{"name", "chain.txt"}, {"sha256", Sha256Hex("chain")}, {"size", 5}}}));
+
+  // Recorded as pending with its outputs, they survive a restart (the state dir's record).
+  PendingUpload p{30, tmp.path() + "/a.gckpt", Sha256Hex("x"), 1, outputs};
+  REQUIRE(state.SaveCurrentJob(CurrentJob{"j", 2, {}}).ok());
+  REQUIRE(state.AddPending("j", 2, p).ok());
+  auto loaded = state.LoadCurrentJob();
+  REQUIRE(loaded.ok());
+  REQUIRE(*loaded);
+  REQUIRE((*loaded)->pending.size() == 1);
+  CHECK(SameFiles((*loaded)->pending[0].outputs, outputs));
+  // A malformed checkpoint record of outputs is refused, not committed without them.
+  const std::string bad_dir =
+      MakeCheckpoint(work, 50, {{"outputs", Json::array({{{"name", "a/b"}}})}});
+  FakeCoordinator fc2;
+  FakeHttp http2([&](const net::HttpCall& c) { return fc2.Handle(c); });
+  CoordinatorApi api2(&http2, "http://coord");
+  {
+    CheckpointUploader up(&api2, &state, "j", 3, work, 3);
+    up.Enqueue(50, bad_dir);
+    REQUIRE(up.Drain(30));
+  }
+  CHECK(fc2.committed.empty());
 }

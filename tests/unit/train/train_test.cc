@@ -125,7 +125,8 @@ std::map<std::string, std::string> CheckpointFiles(const std::string& dir, int64
 }  // namespace
 
 // A replay of a segment (verification) must give the very bytes the trainer committed: on the
-// checkpoint schedule, off it (where a stopped run checkpoints), and at the job's last step.
+// checkpoint schedule, off it (where a stopped run checkpoints), and at the job's last step,
+// where the output is the export of the last checkpoint.
 TEST_CASE("a replay (--stop-at-step) writes the checkpoint of that step as a full run does",
           "[lora_sd][resume][replay]") {
   TinyJob job(8);
@@ -159,11 +160,33 @@ TEST_CASE("a replay (--stop-at-step) writes the checkpoint of that step as a ful
     INFO(f);
     CHECK((Bytes(OutputDirFor(d) + "/" + f) == Bytes(OutputDirFor(full) + "/" + f)));
   }
-  // The last step: a checkpoint there, no output.
+  // The last step: the full run's checkpoint there (which records its export), and the output
+  // too, byte-equal (a replay of the last segment checks the outputs).
   std::string e = job.tmp / "e";
   REQUIRE(Replay(job, params, e, CheckpointDirFor(full, 8), 12) == kExitDone);
-  CheckpointFiles(CheckpointDirFor(e, 12), 12);
-  CHECK_FALSE(PathExists(OutputDirFor(e)));
+  CHECK((CheckpointFiles(CheckpointDirFor(e, 12), 12) ==
+         CheckpointFiles(CheckpointDirFor(full, 12), 12)));
+  for (const char* f : {"lora.safetensors", "lora_peft.safetensors"}) {
+    INFO(f);
+    CHECK((Bytes(OutputDirFor(e) + "/" + f) == Bytes(OutputDirFor(full) + "/" + f)));
+  }
+  Result<CheckpointManifest> last = VerifyCheckpointDir(CheckpointDirFor(full, 12));
+  Result<CheckpointManifest> out = VerifyCheckpointDir(OutputDirFor(full));
+  REQUIRE(last.ok());
+  REQUIRE(out.ok());
+  Result<std::vector<ManifestFile>> recorded = ManifestOutputs(*last);
+  REQUIRE(recorded.ok());
+  CHECK(SameFiles(*recorded, out->files));
+  CHECK(ManifestOutputs(*VerifyCheckpointDir(CheckpointDirFor(full, 8))).status().code() ==
+        Code::kNotFound);
+  // Resumed at the last step's checkpoint: no step trained, the same output (the export).
+  std::string h = job.tmp / "h";
+  REQUIRE(job.Run(job.Spec(params), h, CheckpointDirFor(full, 12)) == kExitDone);
+  for (const char* f : {"lora.safetensors", "lora_peft.safetensors"}) {
+    INFO(f);
+    CHECK((Bytes(OutputDirFor(h) + "/" + f) == Bytes(OutputDirFor(full) + "/" + f)));
+  }
+  CHECK_FALSE(PathExists(CheckpointDirFor(h, 12)));
   // Beyond the job, or not after the resume point: the job's fault.
   CHECK(Replay(job, params, job.tmp / "f", "", 13) == kExitFailed);
   CHECK(Replay(job, params, job.tmp / "g", CheckpointDirFor(full, 8), 8) == kExitFailed);
