@@ -41,6 +41,10 @@ struct CoreConfig {
   // Share of a job's checkpoint commits replayed by another node (verification.h), for jobs
   // submitted without their own verify_fraction. 0 = no spot checks.
   double verify_fraction = 0;
+  // A replay normally waits for an idle verifying node, so it never takes a node from a queued
+  // job; one open longer than this goes to the next verifying node before queued jobs, so a
+  // cheater is caught within about this long even while the queue is full.
+  double verify_max_wait_s = 600;
 
   std::string public_url = "http://127.0.0.1:8080";  // base of built-in blob URLs
   std::string blob_signing_key;                      // HMAC key for blob URLs (required)

@@ -9,7 +9,9 @@
 // A node that sends {"verify": true} also takes verification work (verification.h) when no job
 // is claimable, so verification never delays a job: never one whose segment it trained itself
 // (nor, in round 2, one it verified in round 1). The verification claim is in the same batch,
-// guarded by "no job was claimed by this nonce".
+// guarded by "no job was claimed by this nonce". A replay open longer than verify_max_wait_s
+// is overdue: for a verifying node it goes ahead of queued jobs (the job claim is guarded by
+// "no overdue replay this node may take"), so a full queue cannot hold checks back for ever.
 //
 // POST /v1/jobs/{id}/downloads (lease holder): the claim's download URLs, minted again.
 #include "coordinator/core/blob_urls.h"
@@ -112,9 +114,18 @@ Json ClaimJson(const Ctx& ctx, const Rows& row, const Rows& sizes) {
   return body;
 }
 
+// The open verifications `v` (joined with their job `j`) node ?2 may take at time ?3: pending,
+// or running with an expired lease; not its own segment, nor, in round 2, one it replayed in
+// round 1; a job still alive; enough VRAM on an active node.
+const char* const kVerificationOpenToNode =
+    "v.state IN ('pending', 'running') AND (v.state = 'pending' OR v.lease_expires_at < ?3) AND "
+    "v.trainer_node <> ?2 AND (v.other_node IS NULL OR v.other_node <> ?2) AND j.state IN "
+    "('pending', 'running', 'completed') AND j.min_vram_mb <= (SELECT n.vram_mb FROM nodes n "
+    "WHERE n.id = ?2 AND n.state = 'active')";
+
 // Statements 5-7 of the claim batch: claim the oldest open verification this node may take
-// (pending, or running with an expired lease) unless the batch claimed a job; read it with its
-// job; its job's input sizes. Parameters as in the claim: ?1 nonce, ?2 node, ?3 now, ?4 expiry.
+// unless the batch claimed a job; read it with its job; its job's input sizes. Parameters as in
+// the claim: ?1 nonce, ?2 node, ?3 now, ?4 expiry.
 void AddVerificationClaim(const CtxPtr& ctx, const std::string& nonce, Batch* b) {
   const int64_t now = ctx->now();
   const int64_t expires = now + int64_t(ctx->config->stall_after_s * 1000);
@@ -125,12 +136,8 @@ void AddVerificationClaim(const CtxPtr& ctx, const std::string& nonce, Batch* b)
       "COALESCE((SELECT p.usd_per_hour FROM prices p, nodes n WHERE n.id = ?2 AND p.gpu = "
       "n.gpu_name), (SELECT p.usd_per_hour FROM prices p WHERE p.gpu = '*'), 0) "
       "WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE lease_nonce = ?1) AND id = ("
-      "SELECT v.id FROM verifications v JOIN jobs j ON j.id = v.job_id "
-      "WHERE v.state IN ('pending', 'running') AND (v.state = 'pending' OR "
-      "v.lease_expires_at < ?3) AND v.trainer_node <> ?2 AND "
-      "(v.other_node IS NULL OR v.other_node <> ?2) AND j.state IN ('pending', 'running', "
-      "'completed') AND j.min_vram_mb <= (SELECT n.vram_mb FROM nodes n WHERE n.id = ?2 AND "
-      "n.state = 'active') ORDER BY v.created_at, v.id LIMIT 1)",
+      "SELECT v.id FROM verifications v JOIN jobs j ON j.id = v.job_id WHERE " +
+          std::string(kVerificationOpenToNode) + " ORDER BY v.created_at, v.id LIMIT 1)",
       {nonce, ctx->caller.id, now, expires});
   b->Add(
       "SELECT v.id AS verification_id, v.round, v.step, v.lease_epoch, v.lease_expires_at, "
@@ -178,6 +185,13 @@ Plan HandleWork(CtxPtr ctx) {
   const std::string eligible =
       "j.min_vram_mb <= (SELECT n.vram_mb FROM nodes n WHERE n.id = ?2 AND n.state = 'active') "
       "AND NOT EXISTS (SELECT 1 FROM job_bans b WHERE b.job_id = j.id AND b.node_id = ?2)";
+  // A verifying node takes an overdue replay (opened at or before ?5) before any job.
+  const std::string no_overdue_replay =
+      verify ? std::string(
+                   " AND NOT EXISTS (SELECT 1 FROM verifications v JOIN jobs j ON j.id = "
+                   "v.job_id WHERE v.created_at <= ?5 AND ") +
+                   kVerificationOpenToNode + ")"
+             : std::string();
   Batch b;
   b.Add(
       "UPDATE jobs SET state = 'running', lease_epoch = lease_epoch + 1, lease_nonce = ?1, "
@@ -191,11 +205,12 @@ Plan HandleWork(CtxPtr ctx) {
           eligible +
           " ORDER BY j.priority DESC, j.created_at, j.id LIMIT 1), "
           "(SELECT j.id FROM jobs j WHERE j.state = 'pending' AND " +
-          eligible +
-          " ORDER BY j.priority DESC, j.created_at, j.id LIMIT 1)) "
-          "RETURNING id, kind, spec, lease_epoch, steps_total, lease_expires_at, ckpt_step, "
+          eligible + " ORDER BY j.priority DESC, j.created_at, j.id LIMIT 1))" + no_overdue_replay +
+          " RETURNING id, kind, spec, lease_epoch, steps_total, lease_expires_at, ckpt_step, "
           "ckpt_key, ckpt_sha256, ckpt_size",
-      {nonce, node, now, now + stall_ms});
+      verify ? std::vector<SqlValue>{nonce, node, now, now + stall_ms,
+                                     now - int64_t(config.verify_max_wait_s * 1000)}
+             : std::vector<SqlValue>{nonce, node, now, now + stall_ms});
   // A stalled lease taken over: its segment ends as 'stalled' (if maintenance has not yet).
   b.Add(
       "UPDATE segments SET ended_at = COALESCE(last_heartbeat_at, started_at), "

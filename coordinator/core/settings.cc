@@ -63,6 +63,9 @@ const std::vector<Setting>& CoreSettings() {
        "default share of a job's checkpoint commits another node replays to check them",
        [](CoreConfig* c, const SettingValue& v) { c->verify_fraction = v.number; },
        [](const CoreConfig& c) { return NumberText(c.verify_fraction); }},
+      {"verify-max-wait", K::kSeconds, 0, kBigSeconds,
+       "seconds a replay waits for an idle verifying node before it goes ahead of queued jobs",
+       SECONDS(verify_max_wait_s)},
       {"public-url", K::kString, 0, 0,
        "base URL clients use to reach this coordinator (blob URLs are built on it)",
        [](CoreConfig* c, const SettingValue& v) {

@@ -3,7 +3,11 @@
 // (tests/integration/replay_node.h: an exact hash-chain trainer, test-only forgeries) driven
 // from one thread in a shuffled order each round; jobs submitted with --fraction.
 //   bench_verify [--honest 16] [--dishonest 4] [--jobs 60] [--steps 100] [--every 10]
-//                [--fraction 0.1] [--seed 1] [--max-rounds 5000]
+//                [--fraction 0.1] [--seed 1] [--max-rounds 5000] [--max-wait S]
+// Dishonest node i forges as kPerturb, kOtherJob, kSkipSteps, kForgeOutput in turn (i mod 4).
+// --max-wait: the coordinator's verify-max-wait (seconds of wall time; default its own, 600 s,
+// which a run never reaches, so replays wait for idle nodes; 0: every open replay goes ahead of
+// queued jobs for verifying nodes).
 // Reports: dishonest nodes quarantined (detection rate) and honest ones (false positives),
 // forged checkpoints accepted and how many were caught, jobs whose result is not the honest one,
 // the replay overhead (steps replayed / steps trained) and the rework rewinds caused, and the
@@ -31,6 +35,7 @@ struct Args {
   double fraction = 0.1;
   unsigned seed = 1;
   int max_rounds = 5000;
+  std::string max_wait;  // "" = the coordinator's default
 };
 
 bool Parse(int argc, char** argv, Args* a) {
@@ -53,6 +58,8 @@ bool Parse(int argc, char** argv, Args* a) {
       a->seed = unsigned(std::atoi(v));
     else if (k == "--max-rounds")
       a->max_rounds = std::atoi(v);
+    else if (k == "--max-wait")
+      a->max_wait = v;
     else
       return false;
   }
@@ -66,12 +73,13 @@ int main(int argc, char** argv) {
   if (!Parse(argc, argv, &a)) {
     std::fprintf(stderr,
                  "usage: bench_verify [--honest N] [--dishonest N] [--jobs N] [--steps N] "
-                 "[--every N] [--fraction F] [--seed N] [--max-rounds N]\n");
+                 "[--every N] [--fraction F] [--seed N] [--max-rounds N] [--max-wait S]\n");
     return 64;
   }
   TempDir dir("gleaner-bench-verify");
   CoordinatorOptions o;
   o.stall_after_s = 600;  // one thread drives the fleet: leases must not stall meanwhile
+  if (!a.max_wait.empty()) o.extra_args = {"--verify-max-wait", a.max_wait};
   CoordinatorProcess coord(dir.path(), o);
   std::string error;
   if (!coord.Start(&error)) {
@@ -86,14 +94,15 @@ int main(int argc, char** argv) {
   }
   HttpClient dev = coord.Client(*dev_token);
   std::vector<ReplayNode> nodes;
-  const Forgery kinds[] = {Forgery::kPerturb, Forgery::kOtherJob, Forgery::kSkipSteps};
+  const Forgery kinds[] = {Forgery::kPerturb, Forgery::kOtherJob, Forgery::kSkipSteps,
+                           Forgery::kForgeOutput};
   for (int i = 0; i < a.honest + a.dishonest; ++i) {
     auto cred = RegisterNode(coord, *enroll, "bench-" + std::to_string(i), 8192, &error);
     if (!cred) {
       std::fprintf(stderr, "bench_verify: %s\n", error.c_str());
       return 1;
     }
-    Forgery f = i < a.dishonest ? kinds[i % 3] : Forgery::kNone;
+    Forgery f = i < a.dishonest ? kinds[i % 4] : Forgery::kNone;
     nodes.emplace_back(cred->id, coord.Client(cred->token), f, a.every);
   }
   std::vector<std::string> jobs;
@@ -152,7 +161,8 @@ int main(int argc, char** argv) {
   for (const ReplayNode& n : nodes) {
     if (n.forgery() == Forgery::kNone) {
       honest_quarantined += state[n.id()] == "quarantined";
-    } else if (!n.uploads().empty()) {
+    } else if (std::any_of(n.uploads().begin(), n.uploads().end(),
+                           [](const Upload& u) { return u.forged; })) {
       ++dishonest_active;
       dishonest_caught += state[n.id()] == "quarantined";
     }
@@ -179,6 +189,9 @@ int main(int argc, char** argv) {
       bool judged = false, voided = false;
       for (const Json& v : by_segment[{u.job, u.step}]) {
         if (v["claimed_sha256"] != u.sha256) continue;
+        // An output forger's checkpoint is honest: the replay that judged it is the one of its
+        // outputs.
+        if (!u.outputs.is_null() && v["claimed_outputs"] != u.outputs) continue;
         judged = judged || v["verdict"] == "trainer_bad" || v["verdict"] == "no_majority";
         voided = voided || v["state"] == "void";
       }
@@ -192,9 +205,10 @@ int main(int argc, char** argv) {
       "f = %.3f, seed %u\n",
       a.honest, a.dishonest, a.jobs, (long long)a.steps, (long long)a.every, a.fraction, a.seed);
   std::printf("  settled: %s after %d rounds (%.1f s wall)\n", done ? "yes" : "NO", round, wall);
-  std::printf("  dishonest nodes that uploaded: %d, quarantined: %d (detection rate %.0f%%)\n",
-              dishonest_active, dishonest_caught,
-              dishonest_active ? 100.0 * dishonest_caught / dishonest_active : 0.0);
+  std::printf(
+      "  dishonest nodes that uploaded a forgery: %d, quarantined: %d (detection rate %.0f%%)\n",
+      dishonest_active, dishonest_caught,
+      dishonest_active ? 100.0 * dishonest_caught / dishonest_active : 0.0);
   std::printf("  honest nodes quarantined (false positives): %d of %d\n", honest_quarantined,
               a.honest);
   std::printf(
@@ -207,14 +221,17 @@ int main(int argc, char** argv) {
       "trained)\n",
       (long long)trained, (long long)needed, 100.0 * double(trained - needed) / double(needed),
       (long long)replayed, 100.0 * double(replayed) / double(trained));
+  static const char* const kForgeryNames[] = {"honest", "perturb", "other-job", "skip-steps",
+                                              "forge-output"};
   for (const ReplayNode& n : nodes) {
     if (n.forgery() == Forgery::kNone || n.uploads().empty()) continue;
+    const char* kind = kForgeryNames[int(n.forgery())];
     auto it = quarantined_round.find(n.id());
     if (it == quarantined_round.end()) {
-      std::printf("  cheater %s: not quarantined\n", n.id().c_str());
+      std::printf("  cheater %s (%s): not quarantined\n", n.id().c_str(), kind);
     } else {
-      std::printf("  cheater %s: quarantined in round %d after %zu accepted forgeries\n",
-                  n.id().c_str(), it->second, forged_by_then[n.id()]);
+      std::printf("  cheater %s (%s): quarantined in round %d after %zu accepted forgeries\n",
+                  n.id().c_str(), kind, it->second, forged_by_then[n.id()]);
     }
   }
   return done && honest_quarantined == 0 ? 0 : 1;

@@ -224,3 +224,60 @@ TEST_CASE("claim: interleaved claimers never share a job", "[claim]") {
   CHECK(env.Scalar("SELECT count(*) FROM segments") == 2);
   CHECK(env.Scalar("SELECT count(DISTINCT job_id) FROM segments") == 2);
 }
+
+TEST_CASE("claim: a replay waits for an idle verifying node until it is overdue, then goes first",
+          "[claim][verification]") {
+  CoreConfig config = TestConfig();
+  config.verify_max_wait_s = 600;
+  TestEnv env(config);
+  std::string dev = env.Developer();
+  std::string checked = env.Submit(dev, 100, 0, {{"verify_fraction", 1}});
+  NodeRef trainer = env.Node("trainer");
+  REQUIRE(env.ClaimedJob(trainer) == checked);
+  REQUIRE(env.Checkpoint(trainer, checked, 1, 10).status == 200);  // opens a replay of 0 -> 10
+  const std::string queued = env.Submit(dev, 100, 5);
+  auto verify_claim = [&](const NodeRef& n) {
+    return env.Post("/v1/work", n.token, {{"verify", true}});
+  };
+  // Not overdue: the queued job goes first, even to a verifying node.
+  for (int i = 0; i < 20; ++i) {  // 599 s, the trainer's lease kept alive
+    env.Advance(i < 19 ? 30 : 29);
+    REQUIRE(env.Heartbeat(trainer, checked, 1, 20).status == 200);
+  }
+  NodeRef early = env.Node("early");
+  Resp a = verify_claim(early);
+  REQUIRE(a.status == 200);
+  CHECK(a.json["job"]["id"] == queued);
+  CHECK_FALSE(a.json.contains("verification"));
+  // Overdue (open 600 s): the next verifying node takes it ahead of a queued job of any
+  // priority; a node that does not verify still gets the job.
+  const std::string later = env.Submit(dev, 100, 9);
+  env.Advance(1);
+  NodeRef v = env.Node("verifier"), plain = env.Node("plain");
+  Resp b = verify_claim(v);
+  REQUIRE(b.status == 200);
+  REQUIRE(b.json.contains("verification"));
+  CHECK(b.json["job"]["id"] == checked);
+  CHECK(b.json["verification"]["stop_step"] == 10);
+  CHECK(env.ClaimedJob(plain) == later);
+  // The trainer of the segment never gets its own replay, overdue or not.
+  CHECK(env.Scalar("SELECT count(*) FROM verifications WHERE node_id = ?", {trainer.id}) == 0);
+}
+
+TEST_CASE("claim: an overdue replay the node may not take does not hold its jobs back",
+          "[claim][verification]") {
+  TestEnv env;
+  std::string dev = env.Developer();
+  std::string checked = env.Submit(dev, 100, 0, {{"verify_fraction", 1}});
+  NodeRef trainer = env.Node("trainer");
+  REQUIRE(env.ClaimedJob(trainer) == checked);
+  REQUIRE(env.Checkpoint(trainer, checked, 1, 10).status == 200);
+  REQUIRE(env.Post("/v1/jobs/" + checked + "/release", trainer.token, {{"epoch", 1}}).status ==
+          200);
+  env.Advance(3600);
+  // The overdue replay is of the trainer's own segment: it gets the job back, not a replay.
+  Resp r = env.Post("/v1/work", trainer.token, {{"verify", true}});
+  REQUIRE(r.status == 200);
+  CHECK(r.json["job"]["id"] == checked);
+  CHECK_FALSE(r.json.contains("verification"));
+}
