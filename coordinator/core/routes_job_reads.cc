@@ -211,6 +211,7 @@ Plan HandleJobEvents(CtxPtr ctx) {
                                {"step_from", get("step_from").AsInt()},
                                {"step", get("step").AsInt()},
                                {"trainer_node", get("trainer_node").AsText()},
+                               {"trainer_gpu", text("trainer_gpu")},
                                {"claimed_sha256", get("claimed_sha256").AsText()},
                                {"result_sha256", text("result_sha256")},
                                {"claimed_outputs", OutputsOrNull(get("claimed_outputs"))},

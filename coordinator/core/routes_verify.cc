@@ -155,10 +155,10 @@ Plan HandleVerifyCommit(CtxPtr ctx) {
   // 1: disagree -> a third node replays the segment.
   b.Add(
       "INSERT INTO verifications (id, job_id, round, step_from, from_key, from_sha256, "
-      "from_size, step, claimed_sha256, claimed_outputs, trainer_node, other_node, "
-      "other_sha256, other_outputs, state, created_at) SELECT ?, job_id, 2, step_from, "
-      "from_key, from_sha256, from_size, step, claimed_sha256, claimed_outputs, trainer_node, "
-      "node_id, result_sha256, result_outputs, 'pending', ? FROM " +
+      "from_size, step, claimed_sha256, claimed_outputs, trainer_node, trainer_gpu, "
+      "other_node, other_sha256, other_outputs, state, created_at) SELECT ?, job_id, 2, "
+      "step_from, from_key, from_sha256, from_size, step, claimed_sha256, claimed_outputs, "
+      "trainer_node, trainer_gpu, node_id, result_sha256, result_outputs, 'pending', ? FROM " +
           kThis + " AND verdict = 'disagree'",
       {NewId(ctx->req.entropy, "v"), now, nonce});
   // 2, 3: the minority node is quarantined (and a bad trainer banned from the job).

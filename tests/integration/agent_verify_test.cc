@@ -70,7 +70,10 @@ TEST_CASE("a forging trainer is caught by gleaner-agent verifiers and the job en
   Fleet f(dir.path(), 0.2, {"--verify-fraction", "1", "--stall-after", "10"});
   REQUIRE(f.ok());
   std::string error;
-  auto cred = RegisterNode(f.coordinator(), f.enroll_token(), "machine-forger", 8192, &error);
+  // A CPU node like the agents below (without a GPU): replays are only compared on the device
+  // the segment was trained on.
+  auto cred =
+      RegisterNode(f.coordinator(), f.enroll_token(), "machine-forger", 8192, &error, "cpu");
   REQUIRE(cred);
   ReplayNode forger(cred->id, f.coordinator().Client(cred->token), Forgery::kPerturb, kEvery);
   const std::string job = f.Submit(kParams);

@@ -124,12 +124,11 @@ std::optional<std::string> CreateKey(const CoordinatorProcess& coord, const std:
 std::optional<NodeCredentials> RegisterNode(const CoordinatorProcess& coord,
                                             const std::string& enroll_token,
                                             const std::string& machine_id, int64_t vram_mb,
-                                            std::string* error) {
+                                            std::string* error, const std::string& gpu_name) {
   HttpClient c = coord.Client(enroll_token);
-  HttpResult r =
-      c.Post("/v1/nodes/register", {{"machine_id", machine_id},
-                                    {"gpu", {{"name", "RTX 4090"}, {"vram_mb", vram_mb}}},
-                                    {"agent_version", "0.1.0"}});
+  HttpResult r = c.Post("/v1/nodes/register", {{"machine_id", machine_id},
+                                               {"gpu", {{"name", gpu_name}, {"vram_mb", vram_mb}}},
+                                               {"agent_version", "0.1.0"}});
   Json j = r.json();
   if (r.status != 200 || !j.contains("node_id") || !j.contains("token")) {
     *error = "POST /v1/nodes/register: " + r.Describe();

@@ -76,11 +76,12 @@ struct NodeCredentials {
   std::string id;
   std::string token;
 };
-// POST /v1/nodes/register with an enroll token.
+// POST /v1/nodes/register with an enroll token, as a node with that GPU ("cpu": none).
 std::optional<NodeCredentials> RegisterNode(const CoordinatorProcess& coord,
                                             const std::string& enroll_token,
                                             const std::string& machine_id, int64_t vram_mb,
-                                            std::string* error);
+                                            std::string* error,
+                                            const std::string& gpu_name = "RTX 4090");
 
 // GET /v1/nodes as operator → each node's state by node id (empty when the call fails).
 std::map<std::string, std::string> NodeStates(const CoordinatorProcess& coord);

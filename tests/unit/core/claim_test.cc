@@ -281,3 +281,26 @@ TEST_CASE("claim: an overdue replay the node may not take does not hold its jobs
   CHECK(r.json["job"]["id"] == checked);
   CHECK_FALSE(r.json.contains("verification"));
 }
+
+TEST_CASE("claim: a replay goes only to a node of the device its segment was trained on",
+          "[claim][verification]") {
+  TestEnv env;
+  std::string dev = env.Developer();
+  std::string checked = env.Submit(dev, 100, 0, {{"verify_fraction", 1}});
+  NodeRef trainer = env.Node("trainer", 24000, "RTX 4090");
+  REQUIRE(env.ClaimedJob(trainer) == checked);
+  REQUIRE(env.Checkpoint(trainer, checked, 1, 10).status == 200);
+  auto verify_claim = [&](const NodeRef& n) {
+    return env.Post("/v1/work", n.token, {{"verify", true}});
+  };
+  // A CPU node and another GPU model cannot reproduce it bit for bit: nothing for them.
+  NodeRef cpu = env.Node("cpu-node", 24000, "cpu"), other = env.Node("l4", 24000, "NVIDIA L4");
+  CHECK(verify_claim(cpu).status == 204);
+  CHECK(verify_claim(other).status == 204);
+  NodeRef same = env.Node("same", 24000, "RTX 4090");
+  Resp r = verify_claim(same);
+  REQUIRE(r.status == 200);
+  REQUIRE(r.json.contains("verification"));
+  Resp events = env.Get("/v1/jobs/" + checked + "/events", dev);
+  CHECK(events.json["verifications"][0]["trainer_gpu"] == "RTX 4090");
+}
