@@ -228,12 +228,16 @@ Json FileListToJson(const std::vector<ManifestFile>& files) {
   return a;
 }
 
+Result<std::vector<ManifestFile>> ParseOutputList(const Json& list) {
+  Result<std::vector<ManifestFile>> files = ParseFileList(list, "outputs");
+  if (files.ok() && files->empty()) return Status::Corruption("outputs is empty");
+  return files;
+}
+
 Result<std::vector<ManifestFile>> ManifestOutputs(const CheckpointManifest& m) {
   auto it = m.meta.find(kManifestOutputsKey);
   if (it == m.meta.end()) return Status::NotFound("the checkpoint records no outputs");
-  Result<std::vector<ManifestFile>> files = ParseFileList(*it, "manifest.meta.outputs");
-  if (files.ok() && files->empty()) return Status::Corruption("manifest.meta.outputs is empty");
-  return files;
+  return ParseOutputList(*it);
 }
 
 bool SameFiles(std::vector<ManifestFile> a, std::vector<ManifestFile> b) {

@@ -124,8 +124,11 @@ std::string ManifestToJson(const CheckpointManifest& m);
 constexpr const char* kManifestOutputsKey = "outputs";
 // A list of files as a manifest writes them: [{"name","size","sha256"}].
 Json FileListToJson(const std::vector<ManifestFile>& files);
-// m.meta.outputs, checked like the manifest's own file list and not empty. NotFound when the
-// checkpoint records none (it is not of the last step); Corruption when malformed.
+// A list of output files (FileListToJson's form), checked like a manifest's own file list and
+// not empty. Corruption when malformed.
+Result<std::vector<ManifestFile>> ParseOutputList(const Json& list);
+// ParseOutputList(m.meta.outputs). NotFound when the checkpoint records none (it is not of the
+// last step).
 Result<std::vector<ManifestFile>> ManifestOutputs(const CheckpointManifest& m);
 // The same names, sizes and sha256, in any order.
 bool SameFiles(std::vector<ManifestFile> a, std::vector<ManifestFile> b);

@@ -287,23 +287,11 @@ Result<std::string> CoordinatorApi::VerificationCheckpointUrl(const std::string&
   return Resolve(url);
 }
 
-namespace {
-
-Json OutputList(const std::vector<OutputFile>& outputs) {
-  Json list = Json::array();
-  for (const OutputFile& o : outputs) {
-    list.push_back({{"name", o.name}, {"sha256", o.sha256}, {"size", o.size}});
-  }
-  return list;
-}
-
-}  // namespace
-
 Status CoordinatorApi::VerificationCommit(const std::string& id, int64_t epoch,
                                           const std::string& sha256, int64_t size,
                                           const std::vector<OutputFile>& outputs) {
   Json body = {{"epoch", epoch}, {"sha256", sha256}, {"size", size}};
-  if (!outputs.empty()) body["outputs"] = OutputList(outputs);
+  if (!outputs.empty()) body["outputs"] = FileListToJson(outputs);
   return Call("POST", "/v1/verifications/" + id + "/commit", body).status();
 }
 
@@ -323,7 +311,7 @@ Status CoordinatorApi::CommitCheckpoint(const std::string& job, int64_t epoch, i
                                         const std::string& sha256, int64_t size,
                                         const std::vector<OutputFile>& outputs) {
   Json body = {{"epoch", epoch}, {"step", step}, {"sha256", sha256}, {"size", size}};
-  if (!outputs.empty()) body["outputs"] = OutputList(outputs);
+  if (!outputs.empty()) body["outputs"] = FileListToJson(outputs);
   return Call("POST", "/v1/jobs/" + job + "/checkpoints/" + std::to_string(step) + "/commit", body)
       .status();
 }
@@ -372,7 +360,7 @@ Status CoordinatorApi::CommitSamples(const std::string& job, int64_t epoch, int6
 Status CoordinatorApi::Complete(const std::string& job, int64_t epoch,
                                 const std::vector<OutputFile>& outputs) {
   return Call("POST", "/v1/jobs/" + job + "/complete",
-              Json{{"epoch", epoch}, {"outputs", OutputList(outputs)}})
+              Json{{"epoch", epoch}, {"outputs", FileListToJson(outputs)}})
       .status();
 }
 

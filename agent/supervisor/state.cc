@@ -116,10 +116,8 @@ Result<std::optional<CurrentJob>> StateDir::LoadCurrentJob() {
       pr.String("sha256", &u.sha256, true, 64);
       pr.Int("size", &u.size, true, 0, INT64_MAX);
       if (!pr.ok()) return Status::Corruption(pr.status().message());
-      if (p.contains("outputs")) {  // read as a manifest reads its meta.outputs
-        CheckpointManifest m;
-        m.meta = {{kManifestOutputsKey, p["outputs"]}};
-        Result<std::vector<ManifestFile>> outputs = ManifestOutputs(m);
+      if (p.contains("outputs")) {
+        Result<std::vector<ManifestFile>> outputs = ParseOutputList(p["outputs"]);
         if (!outputs.ok()) return Status::Corruption("pending: " + outputs.status().message());
         u.outputs = std::move(*outputs);
       }

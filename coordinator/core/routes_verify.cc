@@ -27,7 +27,7 @@ namespace gleaner::core {
 namespace {
 
 const char* const kVerificationLeaseColumns =
-    "id, job_id, step, state, lease_epoch, node_id, lease_expires_at, result_sha256, "
+    "id, job_id, state, lease_epoch, node_id, lease_expires_at, result_sha256, "
     "result_outputs, claimed_outputs IS NOT NULL AS last_segment";
 
 Batch ReadVerification(const std::string& id) {

@@ -4,6 +4,7 @@
 // job_inputs.h reads them (a UNet weights file and latents, or a diffusers folder and photos).
 #include <chrono>
 #include <cstdio>
+#include <map>
 
 #include "agent/protocol/checkpoint_dir.h"
 #include "agent/protocol/progress.h"
@@ -95,20 +96,19 @@ int Run(const RunArgs& args) {
     if (int code = render(); code != kExitDone) return code;
   }
 
+  std::map<std::string, std::string> exported;  // the last step's export, with its checkpoint
   auto checkpoint = [&]() -> Status {
     std::string dir = CheckpointDirFor(args.work_dir, t.step());
-    GLEANER_RETURN_IF_ERROR(t.SaveCheckpoint(dir, job_id));
+    GLEANER_RETURN_IF_ERROR(t.SaveCheckpoint(dir, job_id, &exported));
     EmitCheckpoint(t.step(), dir);
     return Status::Ok();
   };
   last_emit = Clock::now();
   int64_t samples_since = 0;
   const int64_t per_step = p->batch_size * p->gradient_accumulation;
-  bool trained = false;  // else resumed at the last step: its export is checked
   while (t.step() < end) {
     Result<double> loss = t.Step();
     if (!loss.ok()) return Fail(loss.status());
-    trained = true;
     samples_since += per_step;
     auto now = Clock::now();
     double dt = std::chrono::duration<double>(now - last_emit).count();
@@ -132,14 +132,16 @@ int Run(const RunArgs& args) {
     }
   }
   if (end < p->steps) return kExitDone;  // a replay: the checkpoint of `end` is written
-  // The last step's checkpoint is durable (written above, or resumed from): its export.
-  Result<std::map<std::string, std::string>> files = t.ExportFiles(job_id);
-  if (!files.ok()) return Fail(files.status());
-  if (!trained) {
+  // The last step's checkpoint is durable: written above (with its export), or resumed from
+  // (export it, and check it against the record).
+  if (exported.empty()) {
+    Result<std::map<std::string, std::string>> files = t.ExportFiles(job_id);
+    if (!files.ok()) return Fail(files.status());
     s = CheckResumedExport(args.resume_dir, DescribeFiles(*files));
     if (!s.ok()) return Fail(Status(s.code(), "export: " + s.message()));
+    exported = std::move(*files);
   }
-  s = t.WriteOutput(OutputDirFor(args.work_dir), job_id, *files);
+  s = t.WriteOutput(OutputDirFor(args.work_dir), job_id, exported);
   if (!s.ok()) return Fail(s);
   EmitDone(t.step());
   return kExitDone;

@@ -228,7 +228,8 @@ Status WriteWithManifest(const std::string& dir, const std::map<std::string, std
 
 }  // namespace
 
-Status Trainer::SaveCheckpoint(const std::string& dir, const std::string& job_id) {
+Status Trainer::SaveCheckpoint(const std::string& dir, const std::string& job_id,
+                               std::map<std::string, std::string>* exported) {
   std::map<std::string, std::string> files;
   Status s = CatchTorch("writing checkpoint", [&]() -> Status {
     std::map<std::string, std::string> meta = {
@@ -272,6 +273,7 @@ Status Trainer::SaveCheckpoint(const std::string& dir, const std::string& job_id
     Result<std::map<std::string, std::string>> out = ExportFiles(job_id);
     if (!out.ok()) return out.status();
     meta[kManifestOutputsKey] = FileListToJson(DescribeFiles(*out));
+    if (exported != nullptr) *exported = std::move(*out);
   }
   return WriteWithManifest(dir, files, step_, job_id, meta);
 }

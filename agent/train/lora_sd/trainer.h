@@ -56,8 +56,11 @@ class Trainer {
   // The UNet with its LoRA as trained so far (samples render with it; do not train it elsewhere).
   std::shared_ptr<UNet> unet() const { return unet_; }
 
-  // Writes a checkpoint directory `dir` (via dir + ".tmp", MANIFEST.json last, renamed).
-  Status SaveCheckpoint(const std::string& dir, const std::string& job_id);
+  // Writes a checkpoint directory `dir` (via dir + ".tmp", MANIFEST.json last, renamed). At the
+  // job's last step its manifest also records the export (ExportFiles) in meta.outputs, and
+  // *exported (when given) receives those files, so the output need not be encoded twice.
+  Status SaveCheckpoint(const std::string& dir, const std::string& job_id,
+                        std::map<std::string, std::string>* exported = nullptr);
   // Restores a checkpoint written by SaveCheckpoint (files verified against the manifest).
   Status Restore(const std::string& dir);
   // The output files of the current weights: lora.safetensors (kohya) and
