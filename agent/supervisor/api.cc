@@ -296,9 +296,9 @@ Status CoordinatorApi::VerificationCommit(const std::string& id, int64_t epoch,
 }
 
 Result<std::string> CoordinatorApi::CreateCheckpoint(const std::string& job, int64_t epoch,
-                                                     int64_t step) {
-  Result<Json> j =
-      Call("POST", "/v1/jobs/" + job + "/checkpoints", Json{{"epoch", epoch}, {"step", step}});
+                                                     int64_t step, int64_t size) {
+  Result<Json> j = Call("POST", "/v1/jobs/" + job + "/checkpoints",
+                        Json{{"epoch", epoch}, {"step", step}, {"size", size}});
   if (!j.ok()) return j.status();
   std::string url;
   FieldReader f(*j);
@@ -317,9 +317,9 @@ Status CoordinatorApi::CommitCheckpoint(const std::string& job, int64_t epoch, i
 }
 
 Result<std::string> CoordinatorApi::CreateOutput(const std::string& job, int64_t epoch,
-                                                 const std::string& name) {
-  Result<Json> j =
-      Call("POST", "/v1/jobs/" + job + "/outputs", Json{{"epoch", epoch}, {"name", name}});
+                                                 const std::string& name, int64_t size) {
+  Result<Json> j = Call("POST", "/v1/jobs/" + job + "/outputs",
+                        Json{{"epoch", epoch}, {"name", name}, {"size", size}});
   if (!j.ok()) return j.status();
   std::string url;
   FieldReader f(*j);
@@ -343,6 +343,8 @@ Result<std::string> CoordinatorApi::CreateSample(const std::string& job, int64_t
 Status CoordinatorApi::CommitSamples(const std::string& job, int64_t epoch, int64_t step,
                                      int64_t seed, double seconds,
                                      const std::vector<SampleFile>& images) {
+  // The prompts go along for coordinators before storage quotas (they required them); newer
+  // ones ignore them and caption each image with the job's own prompt.
   Json list = Json::array();
   for (size_t i = 0; i < images.size(); ++i) {
     const SampleFile& s = images[i];

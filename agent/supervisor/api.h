@@ -93,13 +93,16 @@ class CoordinatorApi {
   Result<Downloads> FreshDownloads(const std::string& job, int64_t epoch);
   Result<HeartbeatReply> Heartbeat(const std::string& job, int64_t epoch, int64_t step, double loss,
                                    bool has_loss, int timeout_ms = 30000);
-  // Upload URL for the checkpoint of `step`.
-  Result<std::string> CreateCheckpoint(const std::string& job, int64_t epoch, int64_t step);
+  // Upload URLs for the checkpoint of `step` and for a result file: `size` is the file's, the
+  // URL allows exactly that (within the lease's storage quota; 413 quota_exceeded beyond it).
+  Result<std::string> CreateCheckpoint(const std::string& job, int64_t epoch, int64_t step,
+                                       int64_t size);
   // outputs: for the checkpoint of the last step only, the files it exports to (empty: none).
   Status CommitCheckpoint(const std::string& job, int64_t epoch, int64_t step,
                           const std::string& sha256, int64_t size,
                           const std::vector<OutputFile>& outputs = {});
-  Result<std::string> CreateOutput(const std::string& job, int64_t epoch, const std::string& name);
+  Result<std::string> CreateOutput(const std::string& job, int64_t epoch, const std::string& name,
+                                   int64_t size);
   // Samples of one step (docs/api.md "Samples"): an upload URL per image, then one commit.
   Result<std::string> CreateSample(const std::string& job, int64_t epoch, int64_t step, int index);
   Status CommitSamples(const std::string& job, int64_t epoch, int64_t step, int64_t seed,

@@ -472,7 +472,7 @@ JobOutcome Run::Complete() {
     Status s = Retry(
         "output url " + f.name,
         [&] {
-          Result<std::string> u = api_->CreateOutput(job_.job_id, job_.epoch, f.name);
+          Result<std::string> u = api_->CreateOutput(job_.job_id, job_.epoch, f.name, f.size);
           if (u.ok()) url = *u;
           return u.status();
         },

@@ -152,7 +152,7 @@ Status CheckpointUploader::Upload(Item* item) {
   Status s = Retry(
       "checkpoint url",
       [&] {
-        Result<std::string> u = api_->CreateCheckpoint(job_id_, epoch_, p.step);
+        Result<std::string> u = api_->CreateCheckpoint(job_id_, epoch_, p.step, p.size);
         if (u.ok()) url = *u;
         return u.status();
       },

@@ -53,6 +53,13 @@ struct CoreConfig {
   int64_t max_upload_bytes = int64_t(64) << 30;  // developer uploads
   int64_t max_checkpoint_bytes = int64_t(16) << 30;
   int64_t max_output_bytes = int64_t(16) << 30;
+  // Storage quotas per lease (lease_quota.h): output files (how many, bytes in all) and
+  // checkpoints and sample images not committed yet (bytes); what stays uncommitted this long
+  // after its URL was minted is collected by maintenance, in both storage modes.
+  int64_t lease_max_outputs = 8;
+  int64_t lease_max_output_bytes = int64_t(8) << 30;
+  int64_t lease_max_uncommitted_bytes = int64_t(32) << 30;
+  double uncommitted_grace_s = 3600;
   S3Config s3;
 
   // Per-caller request rates by role, checked after authentication (rate_limit.h): each API key

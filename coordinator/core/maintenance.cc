@@ -13,9 +13,14 @@
 //     running and does not name them as its result, and upload reservations never stored. The
 //     rows go in this batch; the shell deletes the objects afterwards (Plan::blob_deletes);
 //  6. void replays no node claimed within blob_gc_grace_s (a fleet without verifying nodes), so
-//     the checkpoints they hold back from retention go with the job's next commit.
+//     the checkpoints they hold back from retention go with the job's next commit;
+//  7. collect what leases uploaded and no commit names, once uncommitted_grace_s has passed
+//     since its URL was minted (lease_quota.h: checkpoints and sample images never committed,
+//     outputs of any job state that neither its result nor a checkpoint of their lease names),
+//     in both storage modes: the keys come from lease_objects, not from the store.
 // Two batches: the changes and counts, then the scaling event. The response is a JSON summary.
 #include "coordinator/core/autoscaler.h"
+#include "coordinator/core/lease_quota.h"
 #include "coordinator/core/routes.h"
 
 namespace gleaner::core {
@@ -111,6 +116,7 @@ Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms, const PoolObserva
       "UPDATE verifications SET state = 'void', ended_at = ? WHERE state = 'pending' AND "
       "created_at < ? RETURNING id",
       {now_ms, old});
+  AddCollectUncommitted(c, now_ms, &b);  // 7, 8 (RETURNING key), 9
   return Plan::Run(std::move(b), [config, now_ms, pool](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     Json stalled = Json::array();
@@ -139,13 +145,20 @@ Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms, const PoolObserva
     in.max_nodes = config->autoscale_max;
     std::vector<std::string> deletes;
     for (const auto& row : res.results[4].rows) deletes.push_back(row[0].AsText());
+    const int64_t uncommitted = int64_t(res.results[8].rows.size());
+    for (const auto& row : res.results[8].rows) {
+      bool dup = false;
+      for (const std::string& k : deletes) dup = dup || k == row[0].AsText();
+      if (!dup) deletes.push_back(row[0].AsText());
+    }
     Json summary = {{"at", FormatTime(now_ms)},
                     {"stalled", stalled},
                     {"quarantined", quarantined},
                     {"reallocate", reallocate},
                     {"objects_deleted", int64_t(deletes.size())},
                     {"reservations_dropped", int64_t(res.results[5].rows.size())},
-                    {"verifications_voided", int64_t(res.results[6].rows.size())}};
+                    {"verifications_voided", int64_t(res.results[6].rows.size())},
+                    {"uncommitted_collected", uncommitted}};
     // Without a provider's count, the fleet as the coordinator sees it: active nodes seen (claim
     // or heartbeat) within stall_after.
     PoolObservation observed = pool;

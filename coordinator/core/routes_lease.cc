@@ -4,6 +4,7 @@
 #include "coordinator/core/blob_urls.h"
 #include "coordinator/core/ids.h"
 #include "coordinator/core/lease.h"
+#include "coordinator/core/lease_quota.h"
 #include "coordinator/core/outputs.h"
 #include "coordinator/core/routes.h"
 #include "coordinator/core/verification.h"
@@ -93,33 +94,43 @@ Plan HandleHeartbeat(CtxPtr ctx) {
   });
 }
 
-// {epoch, step} -> {key, url, expires_at}: where to PUT the checkpoint of this step. Read-only.
+// {epoch, step, size?} -> {key, url, method, max_size, expires_at}: where to PUT the checkpoint
+// of this step, within the lease's allowance for uncommitted objects (lease_quota.h): the URL
+// allows the declared size, or without one what remains of the allowance. The mint is recorded
+// (lease_objects) in the same conditional statement that checks the lease, the step (after the
+// last committed one, at most steps_total) and the allowance.
 Plan HandleCheckpointUrl(CtxPtr ctx) {
   if (!JobIdOk(ctx)) return Plan::Fail(Status::NotFound("no such job"));
   FieldReader r(ctx->body);
-  static const char* const kKeys[] = {"epoch", "step", nullptr};
+  static const char* const kKeys[] = {"epoch", "step", "size", nullptr};
   r.OnlyKeys(kKeys);
-  int64_t epoch = 0, step = 0;
-  ReadEpoch(r, &epoch);
-  r.Int("step", &step, true, 1, kMaxJobSteps);
+  LeaseObject o;
+  o.kind = LeaseObjectKind::kCheckpoint;
+  ReadEpoch(r, &o.epoch);
+  r.Int("step", &o.step, true, 1, kMaxJobSteps);
+  r.Int("size", &o.declared, false, 0, ctx->config->max_checkpoint_bytes);
   if (!r.ok()) return Plan::Fail(r.status());
+  o.key = CheckpointKey(ctx->args[0], o.epoch, o.step);
   Batch b;
+  AddMint(*ctx, o, &b);
   b.Add(std::string("SELECT ") + kLeaseColumns + " FROM jobs WHERE id = ?", {ctx->args[0]});
-  return Plan::Run(std::move(b), [ctx, epoch, step](BatchResult res) -> Plan {
+  return Plan::Run(std::move(b), [ctx, o](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
-    const Rows& job = res.results[0];
-    Status st = ExplainLease(job, *ctx, epoch);
+    if (!res.results[0].empty()) {
+      return RespondPutUrl(*ctx, o.key, res.results[0].Get(0, "max_size").AsInt());
+    }
+    const Rows& job = res.results[2];
+    Status st = ExplainLease(job, *ctx, o.epoch);
     if (!st.ok()) return Plan::Fail(st);
-    if (step > job.Get(0, "steps_total").AsInt()) {
+    if (o.step > job.Get(0, "steps_total").AsInt()) {
       return Plan::Fail(Status::Invalid("step is beyond the job's steps"));
     }
-    if (!job.Get(0, "ckpt_step").is_null() && job.Get(0, "ckpt_step").AsInt() >= step) {
+    if (!job.Get(0, "ckpt_step").is_null() && job.Get(0, "ckpt_step").AsInt() >= o.step) {
       return StaleCheckpoint("a checkpoint at step " +
                              std::to_string(job.Get(0, "ckpt_step").AsInt()) +
                              " is already committed");
     }
-    std::string key = CheckpointKey(ctx->args[0], epoch, step);
-    return RespondPutUrl(*ctx, key, ctx->config->max_checkpoint_bytes);
+    return RefuseQuota(*ctx, o, res.results[1]);
   });
 }
 
@@ -174,11 +185,14 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
                       " AND (ckpt_step IS NULL OR ckpt_step < ?) AND ? <= steps_total AND "
                       "(? = steps_total) = (? IS NOT NULL)";
   std::vector<SqlValue> np = Cat(f.params, {step, step, step, outputs});
+  // The object is stored (built-in store), or at least its URL was minted and not collected
+  // since (S3, where the coordinator does not see the upload): a collected object is never
+  // committed.
   std::string stored = builtin ? " AND EXISTS (SELECT 1 FROM blobs WHERE key = ? AND sha256 = ? "
                                  "AND size = ?)"
-                               : "";
+                               : " AND EXISTS (SELECT 1 FROM lease_objects WHERE key = ?)";
   std::vector<SqlValue> sp =
-      builtin ? std::vector<SqlValue>{key, sha, size} : std::vector<SqlValue>{};
+      builtin ? std::vector<SqlValue>{key, sha, size} : std::vector<SqlValue>{key};
   std::string row =
       "EXISTS (SELECT 1 FROM checkpoints WHERE job_id = ? AND step = ? AND "
       "epoch = ? AND sha256 = ? AND size = ? AND outputs IS ?)";
@@ -231,6 +245,12 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
   b.Add("SELECT size, sha256 FROM blobs WHERE key = ?", {key});
   b.Add("SELECT sha256, size, epoch, outputs FROM checkpoints WHERE job_id = ? AND step = ?",
         {job, step});
+  // 9: a committed object leaves the lease's uncommitted allowance (lease_quota.h).
+  b.Add(
+      "DELETE FROM lease_objects WHERE key = ? AND EXISTS (SELECT 1 FROM checkpoints WHERE "
+      "job_id = ? AND step = ? AND key = ?)",
+      {key, job, step, key});
+  b.Add("SELECT key FROM lease_objects WHERE key = ?", {key});
   return Plan::Run(
       std::move(b),
       [ctx, epoch, step, sha, size, key, builtin, outputs, has_outputs](BatchResult res) -> Plan {
@@ -269,6 +289,12 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
                                          std::to_string(job.Get(0, "ckpt_step").AsInt()) +
                                          " is already committed"));
         }
+        if (!builtin && res.results[10].empty()) {
+          return respond(Plan::Fail(Status::Invalid(
+              "no upload URL is open for " + key +
+              " (never asked for, or collected after uncommitted-grace); ask for one and upload "
+              "it again")));
+        }
         const Rows& blob = res.results[7];
         if (builtin && (blob.empty() || blob.Get(0, "sha256").AsText() != sha ||
                         blob.Get(0, "size").AsInt() != size)) {
@@ -280,27 +306,34 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
       });
 }
 
-// {epoch, name} -> {key, url, expires_at}: where to PUT a result file. Read-only.
+// {epoch, name, size?} -> {key, url, method, max_size, expires_at}: where to PUT a result file,
+// within the lease's output allowance (lease_quota.h): at most lease_max_outputs names and
+// lease_max_output_bytes in all; the URL allows the declared size, or what remains.
 Plan HandleOutputUrl(CtxPtr ctx) {
   if (!JobIdOk(ctx)) return Plan::Fail(Status::NotFound("no such job"));
   FieldReader r(ctx->body);
-  static const char* const kKeys[] = {"epoch", "name", nullptr};
+  static const char* const kKeys[] = {"epoch", "name", "size", nullptr};
   r.OnlyKeys(kKeys);
-  int64_t epoch = 0;
-  std::string name;
-  ReadEpoch(r, &epoch);
-  r.String("name", &name, true, 128);
-  if (r.ok() && !IsSafeName(name))
+  LeaseObject o;
+  o.kind = LeaseObjectKind::kOutput;
+  ReadEpoch(r, &o.epoch);
+  r.String("name", &o.name, true, 128);
+  r.Int("size", &o.declared, false, 0, ctx->config->max_output_bytes);
+  if (r.ok() && !IsSafeName(o.name))
     r.Fail("name must be 1-128 characters of [A-Za-z0-9._-], not starting with '.'");
   if (!r.ok()) return Plan::Fail(r.status());
+  o.key = OutputKey(ctx->args[0], o.epoch, o.name);
   Batch b;
+  AddMint(*ctx, o, &b);
   b.Add(std::string("SELECT ") + kLeaseColumns + " FROM jobs WHERE id = ?", {ctx->args[0]});
-  return Plan::Run(std::move(b), [ctx, epoch, name](BatchResult res) -> Plan {
+  return Plan::Run(std::move(b), [ctx, o](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
-    Status st = ExplainLease(res.results[0], *ctx, epoch);
+    if (!res.results[0].empty()) {
+      return RespondPutUrl(*ctx, o.key, res.results[0].Get(0, "max_size").AsInt());
+    }
+    Status st = ExplainLease(res.results[2], *ctx, o.epoch);
     if (!st.ok()) return Plan::Fail(st);
-    std::string key = OutputKey(ctx->args[0], epoch, name);
-    return RespondPutUrl(*ctx, key, ctx->config->max_output_bytes);
+    return RefuseQuota(*ctx, o, res.results[1]);
   });
 }
 

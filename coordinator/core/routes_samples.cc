@@ -9,6 +9,7 @@
 // answers 200 {committed: false}. The seconds are added to the lease's segment (cost report).
 #include "coordinator/core/blob_urls.h"
 #include "coordinator/core/lease.h"
+#include "coordinator/core/lease_quota.h"
 #include "coordinator/core/routes.h"
 #include "shared/job_params.h"
 #include "shared/sha256.h"
@@ -18,7 +19,7 @@ namespace {
 
 struct SampleImage {
   int64_t index = 0, size = 0;
-  std::string sha256, prompt, negative_prompt;
+  std::string sha256;
 };
 
 bool ParseStep(const std::string& s, int64_t* step) {
@@ -37,7 +38,7 @@ Status ReadImages(const Json& body, int64_t max_size, std::vector<SampleImage>* 
   if (it == body.end() || !it->is_array() || it->empty() ||
       it->size() > size_t(kMaxSamplePrompts)) {
     return Status::Invalid("images must be an array of 1 to " + std::to_string(kMaxSamplePrompts) +
-                           " {index, sha256, size, prompt, negative_prompt} objects");
+                           " {index, sha256, size} objects");
   }
   for (size_t i = 0; i < it->size(); ++i) {
     FieldReader r((*it)[i], "images[" + std::to_string(i) + "].");
@@ -45,8 +46,11 @@ Status ReadImages(const Json& body, int64_t max_size, std::vector<SampleImage>* 
     r.Int("index", &s.index, true, int64_t(i), int64_t(i));
     r.String("sha256", &s.sha256, true, 64);
     r.Int("size", &s.size, true, 1, max_size);
-    r.String("prompt", &s.prompt, true, kMaxSamplePromptChars);
-    r.String("negative_prompt", &s.negative_prompt, false, kMaxSamplePromptChars);
+    // A caption is the job's (its sample_prompts), never the node's: the fields agents send
+    // along are read as text and ignored.
+    std::string ignored;
+    r.String("prompt", &ignored, false, kMaxSamplePromptChars);
+    r.String("negative_prompt", &ignored, false, kMaxSamplePromptChars);
     if (r.ok() && !IsSha256Hex(s.sha256)) r.Fail("sha256 must be 64 lowercase hex characters");
     if (!r.ok()) return r.status();
     out->push_back(std::move(s));
@@ -91,31 +95,49 @@ Json SampleStepsJson(const Rows& steps, const Rows& images, const Ctx& ctx) {
   return out;
 }
 
-// {epoch, step, index} -> {key, url, method, max_size, expires_at}. Read-only.
+// {epoch, step, index} -> {key, url, method, max_size, expires_at}: where to PUT image <index>
+// (one of the job's sample_prompts) of a step, at most what a PNG of the job's sample_resolution
+// can take and within the lease's allowance for uncommitted objects (lease_quota.h).
 Plan HandleSampleUrl(CtxPtr ctx) {
   if (!IsPlainId(ctx->args[0])) return Plan::Fail(Status::NotFound("no such job"));
   FieldReader r(ctx->body);
-  int64_t epoch = 0, step = 0, index = 0;
-  ReadEpoch(r, &epoch);
-  r.Int("step", &step, true, 1, kMaxJobSteps);
-  r.Int("index", &index, true, 0, kMaxSamplePrompts - 1);
+  LeaseObject o;
+  o.kind = LeaseObjectKind::kSample;
+  ReadEpoch(r, &o.epoch);
+  r.Int("step", &o.step, true, 1, kMaxJobSteps);
+  r.Int("index", &o.index, true, 0, kMaxSamplePrompts - 1);
   if (!r.ok()) return Plan::Fail(r.status());
+  o.key = SampleKey(ctx->args[0], o.epoch, o.step, o.index);
   Batch b;
-  b.Add(std::string("SELECT ") + kLeaseColumns + " FROM jobs WHERE id = ?", {ctx->args[0]});
-  return Plan::Run(std::move(b), [ctx, epoch, step, index](BatchResult res) -> Plan {
+  AddMint(*ctx, o, &b);
+  b.Add(std::string("SELECT ") + kLeaseColumns +
+            ", COALESCE(json_array_length(spec, '$.params.sample_prompts'), 0) AS prompts "
+            "FROM jobs WHERE id = ?",
+        {ctx->args[0]});
+  return Plan::Run(std::move(b), [ctx, o](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
-    Status st = ExplainLease(res.results[0], *ctx, epoch);
+    if (!res.results[0].empty()) {
+      return RespondPutUrl(*ctx, o.key, res.results[0].Get(0, "max_size").AsInt());
+    }
+    const Rows& job = res.results[2];
+    Status st = ExplainLease(job, *ctx, o.epoch);
     if (!st.ok()) return Plan::Fail(st);
-    if (step > res.results[0].Get(0, "steps_total").AsInt()) {
+    if (o.step > job.Get(0, "steps_total").AsInt()) {
       return Plan::Fail(Status::Invalid("step is beyond the job's steps"));
     }
-    return RespondPutUrl(*ctx, SampleKey(ctx->args[0], epoch, step, index),
-                         ctx->config->max_output_bytes);
+    if (o.index >= job.Get(0, "prompts").AsInt()) {
+      return Plan::Fail(
+          Status::Invalid("index " + std::to_string(o.index) + " is beyond the job's " +
+                          std::to_string(job.Get(0, "prompts").AsInt()) + " sample prompts"));
+    }
+    return RefuseQuota(*ctx, o, res.results[1]);
   });
 }
 
-// {epoch, seed, seconds, images: [{index, sha256, size, prompt, negative_prompt}]} ->
-// {committed, step, images}. Every image of the step in one commit, indexes 0..n-1 in order.
+// {epoch, seed, seconds, images: [{index, sha256, size}]} -> {committed, step, images}. Every
+// image of the step in one commit, one per sample prompt of the job, indexes 0..n-1 in order.
+// Each image's caption is the job's prompt of its index, copied in SQL from the job's spec: a
+// prompt or negative_prompt the node sends along is ignored.
 Plan HandleSampleCommit(CtxPtr ctx) {
   if (!IsPlainId(ctx->args[0])) return Plan::Fail(Status::NotFound("no such job"));
   int64_t step = 0;
@@ -137,8 +159,11 @@ Plan HandleSampleCommit(CtxPtr ctx) {
   const int64_t now = ctx->now();
   const bool builtin = !ctx->config->s3.enabled();
   Fence f = LeaseFence(*ctx, epoch);
-  std::string guard = f.sql + " AND ? <= steps_total";
-  std::vector<SqlValue> gp = Cat(f.params, {step});
+  std::string guard =
+      f.sql +
+      " AND ? <= steps_total AND json_array_length(spec, '$.params.sample_prompts') "
+      "= ?";
+  std::vector<SqlValue> gp = Cat(f.params, {step, int64_t(images.size())});
   if (builtin) {
     std::string terms;
     for (const SampleImage& s : images) {
@@ -162,10 +187,12 @@ Plan HandleSampleCommit(CtxPtr ctx) {
   for (const SampleImage& s : images) {
     b.Add(
         "INSERT INTO samples (job_id, step, idx, key, sha256, size, prompt, negative_prompt) "
-        "SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM sample_steps WHERE job_id = ? "
-        "AND step = ? AND epoch = ? AND committed_at = ?) ON CONFLICT DO NOTHING",
-        {job, step, s.index, SampleKey(job, epoch, step, s.index), s.sha256, s.size, s.prompt,
-         s.negative_prompt, job, step, epoch, now});
+        "SELECT ?1, ?2, ?3, ?4, ?5, ?6, json_extract(j.spec, '$.params.sample_prompts[' || ?3 "
+        "|| '].prompt'), COALESCE(json_extract(j.spec, '$.params.sample_prompts[' || ?3 || "
+        "'].negative_prompt'), '') FROM jobs j WHERE j.id = ?1 AND EXISTS (SELECT 1 FROM "
+        "sample_steps WHERE job_id = ?1 AND step = ?2 AND epoch = ?7 AND committed_at = ?8) ON "
+        "CONFLICT DO NOTHING",
+        {job, step, s.index, SampleKey(job, epoch, step, s.index), s.sha256, s.size, epoch, now});
   }
   const size_t n = images.size();
   b.Add(std::string("SELECT ") + kLeaseColumns + " FROM jobs WHERE id = ?", {job});
@@ -177,6 +204,15 @@ Plan HandleSampleCommit(CtxPtr ctx) {
     kp.push_back(SampleKey(job, epoch, step, s.index));
   }
   b.Add("SELECT key, sha256, size FROM blobs WHERE key IN (" + keys + ")", kp);
+  // 5 + n: committed images leave the lease's uncommitted allowance (lease_quota.h).
+  b.Add(
+      "DELETE FROM lease_objects WHERE key IN (SELECT key FROM samples WHERE job_id = ? AND "
+      "step = ?)",
+      {job, step});
+  b.Add(
+      "SELECT COALESCE(json_array_length(spec, '$.params.sample_prompts'), 0) AS prompts FROM "
+      "jobs WHERE id = ?",
+      {job});
   return Plan::Run(
       std::move(b), [ctx, epoch, step, n, images, builtin, job](BatchResult res) -> Plan {
         if (!res.status.ok()) return DbFail(res.status);
@@ -194,6 +230,12 @@ Plan HandleSampleCommit(CtxPtr ctx) {
         if (!res.results[3 + n].empty()) {  // committed before (a retry, or an earlier lease)
           answer["committed"] = false;
           return RespondJson(200, answer);
+        }
+        const int64_t prompts = res.results[6 + n].Get(0, "prompts").AsInt();
+        if (int64_t(n) != prompts) {
+          return Plan::Fail(Status::Invalid(
+              "a sample step has one image per sample prompt of the job: " +
+              std::to_string(prompts) + " expected, " + std::to_string(n) + " given"));
         }
         if (builtin) {
           const Rows& blobs = res.results[4 + n];

@@ -466,6 +466,101 @@ test("verification: a replay lease for another node; two replays that disagree w
   }
 });
 
+test("verification: no replay for a node that held a later lease of the job", async () => {
+  const dev = developer();
+  try {
+    // A GPU model of its own, so that no other test's open replay matches these nodes.
+    const gpu = `GPU-${uid()}`;
+    const trainer = await newNode(24000, gpu);
+    const later = await newNode(24000, gpu);
+    const job = expectOk(await dev.submit(synthetic(10, { verify_fraction: 1 })), 201);
+    const w = expectOk(await claim(trainer));
+    assert.equal(w.job.id, job.id);
+    const bytes = randomBytes(500);
+    const up = expectOk(await call("POST", `/v1/jobs/${job.id}/checkpoints`, { token: trainer.token, body: { epoch: w.lease.epoch, step: 5 } }));
+    assert.ok((await putBlob(up.url, bytes)).status < 300);
+    expectOk(await call("POST", `/v1/jobs/${job.id}/checkpoints/5/commit`, { token: trainer.token, body: { epoch: w.lease.epoch, sha256: sha256(bytes), size: bytes.length } }));
+    expectOk(await call("POST", `/v1/jobs/${job.id}/release`, { token: trainer.token, body: { epoch: w.lease.epoch } }));
+    // `later` resumes from checkpoint 5 (it holds the result under check) and keeps the lease.
+    const l = expectOk(await claim(later));
+    assert.equal(l.job.id, job.id);
+    assert.equal(l.resume.step, 5);
+    const verifyClaim = async (node) => call("POST", "/v1/work", { token: node.token, body: { verify: true } });
+    assert.equal((await verifyClaim(later)).status, 204);
+    const fresh = await newNode(24000, gpu);
+    const v = expectOk(await verifyClaim(fresh));
+    assert.equal(v.job.id, job.id);
+    assert.equal(v.verification.stop_step, 5);
+  } finally {
+    await dev.cleanup();
+  }
+});
+
+test("quotas: a lease's outputs and uncommitted checkpoints are capped, URLs carry the allowance", async () => {
+  const dev = developer();
+  try {
+    const node = await newNode();
+    const job = expectOk(await dev.submit(synthetic(10)), 201);
+    const { lease } = expectOk(await claim(node));
+    const epoch = lease.epoch;
+    const GiB = 1024 ** 3;
+    const out = (name, size) => call("POST", `/v1/jobs/${job.id}/outputs`, { token: node.token, body: size === undefined ? { epoch, name } : { epoch, name, size } });
+    // A declared size is what the URL allows; beyond the lease's output bytes is 413.
+    const first = expectOk(await out("a.bin", 1000));
+    assert.equal(first.max_size, 1000);
+    expectError(await out("big.bin", 9 * GiB), 413, "quota_exceeded");
+    const rest = expectOk(await out("b.bin"));
+    assert.equal(rest.max_size, 8 * GiB - 1000);
+    assert.equal(expectOk(await out("b.bin", 10)).max_size, 10);  // its reservation, replaced
+    for (let i = 0; i < 6; i++) expectOk(await out(`f${i}.bin`, 1));
+    expectError(await out("ninth.bin", 1), 413, "quota_exceeded");
+    expectOk(await out("a.bin", 1000));  // asking again for a name it has is no new output
+    // Uncommitted checkpoint bytes: two of the largest fill the lease's allowance.
+    const ckpt = (step, size) => call("POST", `/v1/jobs/${job.id}/checkpoints`, { token: node.token, body: { epoch, step, size } });
+    assert.equal(expectOk(await ckpt(5, 16 * GiB)).max_size, 16 * GiB);
+    assert.equal(expectOk(await ckpt(6, 16 * GiB)).max_size, 16 * GiB);
+    const over = await ckpt(7, 1);
+    expectError(over, 413, "quota_exceeded");
+    assert.match(over.json.error.message, /uncommitted/);
+    expectError(await ckpt(11, 1), 400);
+    // Committing step 5 (smaller than its URL allowed) frees its share; steps up to it are stale.
+    const bytes = randomBytes(300);
+    const up = expectOk(await ckpt(5, bytes.length));
+    assert.ok((await putBlob(up.url, bytes)).status < 300);
+    expectOk(await call("POST", `/v1/jobs/${job.id}/checkpoints/5/commit`, { token: node.token, body: { epoch, sha256: sha256(bytes), size: bytes.length } }));
+    expectError(await ckpt(5, 1), 409, "stale_checkpoint");
+    assert.equal(expectOk(await ckpt(7, 1000)).max_size, 1000);
+    expectOk(await call("POST", `/v1/jobs/${job.id}/release`, { token: node.token, body: { epoch } }));
+  } finally {
+    await dev.cleanup();
+  }
+});
+
+test("samples: captions come from the job, never from the node", async () => {
+  const dev = developer();
+  try {
+    const node = await newNode();
+    const job = expectOk(await dev.submit(synthetic(10, {
+      params: { steps: 10, step_ms: 1, checkpoint_every: 5, seed: 1, sample_prompts: ["a cat"], sample_every: 5 },
+    })), 201);
+    const { lease } = expectOk(await claim(node));
+    const epoch = lease.epoch;
+    expectError(await call("POST", `/v1/jobs/${job.id}/samples`, { token: node.token, body: { epoch, step: 5, index: 1 } }), 400);
+    const up = expectOk(await call("POST", `/v1/jobs/${job.id}/samples`, { token: node.token, body: { epoch, step: 5, index: 0 } }));
+    assert.equal(up.max_size, 512 * 512 * 4 + 65536);
+    const png = randomBytes(600);
+    assert.ok((await putBlob(up.url, png)).status < 300);
+    const image = { index: 0, sha256: sha256(png), size: png.length, prompt: "visit evil.example", negative_prompt: "<b>" };
+    expectOk(await call("POST", `/v1/jobs/${job.id}/samples/5/commit`, { token: node.token, body: { epoch, seed: 1, seconds: 1, images: [image] } }));
+    const list = expectOk(await call("GET", `/v1/jobs/${job.id}/samples`, { token: await dev.token() }));
+    assert.equal(list.steps[0].images[0].prompt, "a cat");
+    assert.equal(list.steps[0].images[0].negative_prompt, "");
+    expectOk(await call("POST", `/v1/jobs/${job.id}/release`, { token: node.token, body: { epoch } }));
+  } finally {
+    await dev.cleanup();
+  }
+});
+
 test("bound outputs: the last checkpoint names the outputs, complete must match them, the last replay compares them", async () => {
   const dev = developer();
   try {

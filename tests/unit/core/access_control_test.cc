@@ -46,7 +46,11 @@ struct World {
         env.Query("SELECT id FROM api_keys WHERE token_hash = ?", {Sha256Hex(tokens[kDevOther])})
             .Get(0, "id")
             .AsText();
-    job = env.Submit(tokens[kDevOwner], 100);
+    // One sample prompt: sample URLs and commits are for the job's prompts only.
+    job = env.Submit(
+        tokens[kDevOwner], 100, 0,
+        {{"params",
+          {{"steps", 100}, {"checkpoint_every", 10}, {"sample_prompts", Json::array({"a cat"})}}}});
     REQUIRE(env.ClaimedJob(holder) == job);
     REQUIRE(env.Heartbeat(holder, job, 1, 100).status == 200);  // the last step: may complete
     Resp url =

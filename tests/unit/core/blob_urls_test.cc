@@ -148,6 +148,10 @@ TEST_CASE("S3 mode: URLs are presigned and commits take the agent's word", "[blo
   NodeRef n = env.Node("n");
   REQUIRE(env.ClaimedJob(n) == job);
   std::string sha = Sha256Hex("ckpt");
+  // The agent asks for the URL first (the coordinator records what it minted, lease_quota.h).
+  REQUIRE(
+      env.Post("/v1/jobs/" + job + "/checkpoints", n.token, {{"epoch", 1}, {"step", 10}}).status ==
+      200);
   Resp commit = env.Post("/v1/jobs/" + job + "/checkpoints/10/commit", n.token,
                          {{"epoch", 1}, {"sha256", sha}, {"size", 4}});
   CHECK(commit.status == 200);

@@ -18,7 +18,9 @@ bool Has(const std::vector<std::string>& v, const std::string& s) {
 }  // namespace
 
 TEST_CASE("maintenance deletes uncommitted and unreferenced objects after the grace", "[hygiene]") {
-  TestEnv env;
+  CoreConfig config = TestConfig();
+  config.uncommitted_grace_s = config.blob_gc_grace_s;  // lease_quota_test.cc has the shorter one
+  TestEnv env(config);
   const std::string dev = env.Developer();
   const std::string job = env.Submit(dev, 100);
   NodeRef node = env.Node("pc");
