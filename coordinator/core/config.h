@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "coordinator/core/rate_limit.h"
 #include "shared/status.h"
@@ -54,6 +55,10 @@ struct CoreConfig {
   int64_t max_checkpoint_bytes = int64_t(16) << 30;
   int64_t max_output_bytes = int64_t(16) << 30;
   S3Config s3;
+  // Hosts whose http(s) URLs a job's model.files may name (--model-hosts; names as
+  // NormalizeHostName in shared/model_manifest.h returns them). Empty: model files must be
+  // uploads to this coordinator's store.
+  std::vector<std::string> model_hosts;
 
   // Per-caller request rates by role, checked after authentication (rate_limit.h): each API key
   // and each node has its own bucket. A node heartbeats every heartbeat_interval_s and polls
