@@ -269,8 +269,9 @@ TEST_CASE("every download stops at its declared size", "[fetch_guard]") {
     largest_seen = -1;
     Status st = DownloadVerified(&api, route, Sha256Hex("0123456789"), 10, path);
     CHECK(st.code() == Code::kCorruption);
-    CHECK(st.message().find("declared size of 10 bytes") != std::string::npos ||
-          st.message().find("more than the declared 10 bytes") != std::string::npos);
+    const bool says_why = st.message().find("declared size of 10 bytes") != std::string::npos ||
+                          st.message().find("more than the declared 10 bytes") != std::string::npos;
+    CHECK(says_why);
     CHECK(largest_seen.load() <= 10);
     CHECK(!files::Exists(path));  // what arrived is deleted with the failure
   }
