@@ -730,7 +730,7 @@ test("model folders: checked at submission in one statement, one download URL pe
     for (const url of ["https://models.example/s.json", "http://127.0.0.1:8080/", "http://169.254.169.254/", "http://[::1]/"]) {
       const remote = [...files.map(({ path, uri, sha256, size }) => ({ path, uri, sha256, size })),
         { path: "scheduler/scheduler_config.json", url, sha256: sha256(Buffer.from("s")), size: 1 }];
-      const refused = await dev.submit(spec(remote));
+      const refused = await dev.submit({ ...spec(files), model: { files: remote } });
       expectError(refused, 400, "bad_request");
       assert.equal(refused.json.error.message,
         "model.files[9].url: this coordinator allows no model hosts (--model-hosts); upload the file (blob:// uri) instead");
