@@ -37,7 +37,65 @@ bool IsHttpUrl(const std::string& url) {
   return false;
 }
 
+bool IsHostNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
+}
+
 }  // namespace
+
+std::string NormalizeHostName(std::string_view host) {
+  std::string h;
+  for (char c : host) h.push_back(c >= 'A' && c <= 'Z' ? char(c - 'A' + 'a') : c);
+  const bool bracketed = h.size() >= 2 && h.front() == '[' && h.back() == ']';
+  if (bracketed || h.find(':') != std::string::npos) {
+    std::string inner = bracketed ? h.substr(1, h.size() - 2) : h;
+    if (inner.empty() || inner.size() > 45) return "";
+    for (char c : inner) {
+      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || c == ':' || c == '.')) return "";
+    }
+    return "[" + inner + "]";
+  }
+  if (!h.empty() && h.back() == '.') h.pop_back();
+  if (h.empty() || h.size() > 253 || h.front() == '.' || h.front() == '-') return "";
+  for (char c : h) {
+    if (!IsHostNameChar(c)) return "";
+  }
+  return h;
+}
+
+std::string UrlHost(std::string_view url) {
+  size_t start = url.find("://");
+  if (start == std::string_view::npos) return "";
+  start += 3;
+  size_t end = url.find_first_of("/?#", start);
+  std::string_view authority =
+      url.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+  if (authority.find_first_of("@\\%") != std::string_view::npos) return "";
+  std::string_view host = authority;
+  if (!host.empty() && host.front() == '[') {
+    size_t close = host.find(']');
+    if (close == std::string_view::npos) return "";
+    std::string_view rest = host.substr(close + 1);
+    host = host.substr(0, close + 1);
+    if (!rest.empty() && rest.front() != ':') return "";
+    if (!rest.empty())
+      authority = rest;  // ":port" checked below
+    else
+      authority = std::string_view();
+  } else {
+    size_t colon = host.find(':');
+    authority = colon == std::string_view::npos ? std::string_view() : host.substr(colon);
+    host = host.substr(0, colon);
+    if (host.empty() || host.front() == '[') return "";
+  }
+  if (!authority.empty()) {  // ":port": digits only
+    if (authority.size() < 2 || authority.size() > 6) return "";
+    for (char c : authority.substr(1)) {
+      if (c < '0' || c > '9') return "";
+    }
+  }
+  return NormalizeHostName(host);
+}
 
 bool IsValidModelPath(std::string_view path) {
   if (path.empty() || path.size() > kMaxModelPathBytes) return false;
@@ -94,8 +152,9 @@ Result<std::vector<ModelFile>> ParseModelFiles(const Json& files, const std::str
     if (!f.uri.empty() && f.uri.rfind("blob://uploads/", 0) != 0) {
       return Status::Invalid(name + ".uri must be a blob:// URI from POST /v1/uploads");
     }
-    if (!f.url.empty() && !IsHttpUrl(f.url)) {
-      return Status::Invalid(name + ".url must be an http:// or https:// URL");
+    if (!f.url.empty() && (!IsHttpUrl(f.url) || UrlHost(f.url).empty())) {
+      return Status::Invalid(name +
+                             ".url must be an http:// or https:// URL with a plain host[:port]");
     }
     out.push_back(std::move(f));
   }

@@ -54,6 +54,15 @@ struct ModelManifest {
 // True if path is a safe relative path in a model folder (see above).
 bool IsValidModelPath(std::string_view path);
 
+// The host of an http(s) URL, lowercase, without port or trailing dot; an IPv6 literal keeps
+// its brackets ("[::1]"). "" when the authority is not a plain host[:port]: userinfo ('@'),
+// an empty host, a zone id, a backslash or any byte outside [A-Za-z0-9._-] (and ":" inside
+// brackets), so that no parser can read another host out of it than this one.
+std::string UrlHost(std::string_view url);
+// A host name of an allow list (--model-hosts) in the form UrlHost returns; "" if it is not
+// a valid name (an IPv6 literal may be given with or without brackets).
+std::string NormalizeHostName(std::string_view host);
+
 // Reads a "files" array (prefix names it in messages: "model.files").
 Result<std::vector<ModelFile>> ParseModelFiles(const Json& files, const std::string& prefix);
 // Parses the file form (format, version, optional name, files) and checks the layout.

@@ -132,6 +132,7 @@ bool ReadFolder(const Json& files, const std::string& name, std::vector<RemoteOb
     }
     FieldReader r(f, name + ".files[].");
     r.String("path", &o.path, true, kMaxModelPathBytes);
+    r.Bool("remote", &o.remote, false);
     if (r.ok() && !IsValidModelPath(o.path)) r.Fail("path '" + o.path + "' is not a safe path");
     if (!r.ok()) {
       *st = r.status();
@@ -387,12 +388,17 @@ Status CoordinatorApi::PutFile(const std::string& url, const std::string& path) 
   return StatusFromHttp(r->status, r->body);
 }
 
-Status CoordinatorApi::GetFile(const std::string& url, const std::string& path,
-                               int64_t resume_from) {
+Status CoordinatorApi::GetFile(const std::string& url, const std::string& path, int64_t resume_from,
+                               int64_t max_bytes, bool remote) {
+  if (remote && url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
+    return Status::Invalid("a remote file's URL is not http(s)");
+  }
   net::HttpCall call;
-  call.url = Resolve(url);
+  call.url = remote ? url : Resolve(url);
   call.download_file = path;
   call.resume_from = resume_from;
+  call.max_bytes = max_bytes;
+  call.public_only = remote;
   call.timeout_ms = 600000;
   Result<net::HttpResponse> r = http_->Send(call);
   if (!r.ok()) return r.status();

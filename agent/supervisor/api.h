@@ -18,6 +18,9 @@
 
 namespace gleaner::agent {
 
+// The failure reason a job gets when a remote model file cannot be fetched, whatever the cause.
+constexpr const char* kModelFileUnavailable = "model file unavailable";
+
 struct RemoteObject {
   std::string name;  // input name ("" for checkpoints)
   std::string url;
@@ -26,6 +29,10 @@ struct RemoteObject {
   // A file of a folder input (a diffusers model's "files"): its path inside the folder; empty
   // for an input that is one file.
   std::string path = std::string();  // (initialised: older aggregate initialisers omit it)
+  // A file given by URL on a host the developer chose (the claim's "remote": true), not one of
+  // the coordinator's own URLs: fetched behind the address guard (HttpCall::public_only), and
+  // what goes wrong is never told to the developer (docs/agent.md "What the agent fetches").
+  bool remote = false;
 };
 
 // Where to download a job's inputs and resume checkpoint (claim, or POST .../downloads).
@@ -129,7 +136,11 @@ class CoordinatorApi {
   // Object transfers to/from presigned URLs (no bearer token is sent to storage).
   Status PutFile(const std::string& url, const std::string& path);
   // GET into path; resume_from > 0 asks for the rest only (Range) and appends it to path.
-  Status GetFile(const std::string& url, const std::string& path, int64_t resume_from = 0);
+  // max_bytes >= 0: the file may not grow past it (the transfer stops; kCorruption). remote: a
+  // URL not minted by the coordinator (RemoteObject::remote), fetched guarded and never
+  // resolved against the coordinator.
+  Status GetFile(const std::string& url, const std::string& path, int64_t resume_from = 0,
+                 int64_t max_bytes = -1, bool remote = false);
 
   // Relative URLs ("/v1/blobs/...") resolve against the coordinator.
   std::string Resolve(const std::string& url) const;

@@ -40,7 +40,7 @@ Status CopyFile(const std::string& from, const std::string& to) {
 }  // namespace
 
 Status DownloadVerified(CoordinatorApi* api, const std::string& url, const std::string& sha256,
-                        int64_t size, const std::string& path, bool resume) {
+                        int64_t size, const std::string& path, bool resume, bool remote) {
   if (!IsSha256Hex(sha256)) return Status::Invalid("expected sha256 is not 64 lowercase hex");
   int64_t have = 0;
   struct stat st;
@@ -51,7 +51,9 @@ Status DownloadVerified(CoordinatorApi* api, const std::string& url, const std::
   }
   // A complete .part (killed between the last byte and the rename) needs no request at all.
   if (!(resume && size >= 0 && have == size)) {
-    GLEANER_RETURN_IF_ERROR(api->GetFile(url, path, have));
+    Status got = api->GetFile(url, path, have, size, remote);
+    if (got.code() == Code::kCorruption) files::RemoveTree(path);  // longer than declared
+    GLEANER_RETURN_IF_ERROR(got);
   }
   Result<files::FileDigest> d = files::Digest(path);
   if (!d.ok()) return d.status();
@@ -81,7 +83,8 @@ Result<std::string> BlobCache::Fetch(CoordinatorApi* api, const RemoteObject& ob
   }
   std::lock_guard<std::mutex> fetching(fetch_mu_);
   std::string part = path + ".part";
-  Status s = DownloadVerified(api, obj.url, obj.sha256, obj.size, part, /*resume=*/true);
+  Status s =
+      DownloadVerified(api, obj.url, obj.sha256, obj.size, part, /*resume=*/true, obj.remote);
   if (!s.ok()) return s;  // a mismatch removed the .part; a broken transfer keeps it
   std::lock_guard<std::mutex> lock(mu_);
   GLEANER_RETURN_IF_ERROR(files::RenameDurable(part, path));

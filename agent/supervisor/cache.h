@@ -42,9 +42,13 @@ Status MaterializeFolder(const std::string& dir, const std::vector<std::string>&
                          const std::vector<std::string>& cached);
 
 // Downloads url into path and checks sha256 (and size when >= 0); on mismatch path is removed.
+// A known size caps the transfer: it stops before the first byte past it is written (and a
+// larger Content-Length is refused before the body); path is removed (kCorruption).
 // With resume, bytes already in path (an interrupted earlier call) are kept and only the rest
-// is asked for; a transport failure keeps what arrived for the next call.
+// is asked for; a transport failure keeps what arrived for the next call. remote: url is not
+// the coordinator's (RemoteObject::remote): fetched behind the address guard.
 Status DownloadVerified(CoordinatorApi* api, const std::string& url, const std::string& sha256,
-                        int64_t size, const std::string& path, bool resume = false);
+                        int64_t size, const std::string& path, bool resume = false,
+                        bool remote = false);
 
 }  // namespace gleaner::agent

@@ -36,6 +36,7 @@ const char* const kKeys[] = {"coordinator",
                              "release-channel",
                              "update-interval",
                              "verify",
+                             "allow-private-fetch",
                              nullptr};
 
 bool Known(const std::string& k) {
@@ -81,6 +82,7 @@ const char* AgentUsage() {
          "  [--self-test (check this binary: reach the coordinator, run a tiny job; exit 0)]\n"
          "  [--max-poll-interval S (60)] [--ca-file PEM] [--once]\n"
          "  [--verify (also replay other nodes' training segments to check them)]\n"
+         "  [--allow-private-fetch (remote model files may come from loopback/LAN addresses)]\n"
          "owner controls: [--gpus 0,1|GPU-UUID] [--max-vram-mb N]\n"
          "  [--work-hours 'Mon-Fri 22:00-07:00'] [--pause-programs a,b] [--max-gpu-temp C]\n"
          "  [--idle-minutes N] [--owner-check-interval S (5)]\n"
@@ -132,6 +134,10 @@ Result<AgentConfig> ParseAgentConfig(int argc, char** argv) {
     }
     if (a == "--verify") {  // a switch; "--verify=false" (or verify=false in a file) turns it off
       flags["verify"] = "true";
+      continue;
+    }
+    if (a == "--allow-private-fetch") {  // a switch, like --verify
+      flags["allow-private-fetch"] = "true";
       continue;
     }
     if (a.rfind("--", 0) != 0) return Status::Invalid("unexpected argument '" + a + "'");
@@ -197,6 +203,13 @@ Result<AgentConfig> ParseAgentConfig(int argc, char** argv) {
       return Status::Invalid("verify must be true or false");
     }
     c.verify = verify->second == "true";
+  }
+  auto private_fetch = values.find("allow-private-fetch");
+  if (private_fetch != values.end()) {
+    if (private_fetch->second != "true" && private_fetch->second != "false") {
+      return Status::Invalid("allow-private-fetch must be true or false");
+    }
+    c.allow_private_fetch = private_fetch->second == "true";
   }
   Status owner = ParseOwnerControls(values, &c.owner);
   if (!owner.ok()) return owner;

@@ -34,6 +34,9 @@ struct AgentConfig {
   // --verify / verify=true: also take replays of other nodes' training segments (verification
   // leases, docs/agent.md "Replays") when no job fits. Off by default.
   bool verify = false;
+  // --allow-private-fetch / allow-private-fetch=true: remote model files may come from loopback
+  // and private addresses too (a mirror on the owner's LAN). Off: public addresses only.
+  bool allow_private_fetch = false;
   OwnerControls owner;  // --gpus, --max-vram-mb, --work-hours, ... (owner_policy.h)
 };
 

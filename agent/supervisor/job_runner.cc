@@ -346,6 +346,12 @@ Status Run::PrepareInputs(Json* inputs) {
       if (p.ok()) path = *p;
       return p.status();
     });
+    if (!s.ok() && in.remote) {
+      // A file on a host the developer chose: what it answered (status, bytes, sizes, hashes)
+      // or that it could not be reached stays in this log, never in the job's failure reason.
+      Log("job %s: %s: %s", job_.job_id.c_str(), what.c_str(), s.ToString().c_str());
+      return Status(s.code(), kModelFileUnavailable);
+    }
     if (!s.ok()) return Status(s.code(), what + ": " + s.message());
     keep.insert(path);
     if (in.path.empty()) {

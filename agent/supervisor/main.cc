@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   config->version = GLEANER_AGENT_VERSION;  // a test build's version
 #endif
   if (config->self_test) {
-    net::CurlHttpClient http(net::CurlOptions{config->ca_file});
+    net::CurlHttpClient http(net::CurlOptions{config->ca_file, config->allow_private_fetch});
     int rc = RunSelfTest(*config, &http);
     std::fflush(nullptr);
     return rc;
@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
     _exit(1);
   }).detach();
 
-  net::CurlHttpClient http(net::CurlOptions{config->ca_file});
+  net::CurlHttpClient http(net::CurlOptions{config->ca_file, config->allow_private_fetch});
   gleaner::Result<std::unique_ptr<SelfUpdate>> updater =
       SelfUpdate::Create(*config, std::vector<std::string>(argv + 1, argv + argc), &http);
   if (!updater.ok()) {

@@ -38,6 +38,12 @@ Status CoreConfig::Validate() const {
   if (max_spec_bytes < 1024 || max_spec_bytes > (int64_t(1) << 30)) {
     return Status::Invalid("max spec bytes must be in [1024, 1073741824]");
   }
+  for (const std::string& h : model_hosts) {
+    if (h.empty() || h[0] == '!') {
+      return Status::Invalid("model-hosts: '" + (h.empty() ? h : h.substr(1)) +
+                             "' is not a host name");
+    }
+  }
   for (const RateLimit* r : {&developer_rate, &node_rate, &operator_rate, &enroll_rate}) {
     if (r->limited() && !(r->burst >= 1))
       return Status::Invalid("a rate limit's burst must be >= 1");

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "coordinator/core/rate_limit.h"
 #include "shared/status.h"
@@ -61,6 +62,10 @@ struct CoreConfig {
   int64_t lease_max_uncommitted_bytes = int64_t(32) << 30;
   double uncommitted_grace_s = 3600;
   S3Config s3;
+  // Hosts whose http(s) URLs a job's model.files may name (--model-hosts; names as
+  // NormalizeHostName in shared/model_manifest.h returns them). Empty: model files must be
+  // uploads to this coordinator's store.
+  std::vector<std::string> model_hosts;
 
   // Per-caller request rates by role, checked after authentication (rate_limit.h): each API key
   // and each node has its own bucket. A node heartbeats every heartbeat_interval_s and polls

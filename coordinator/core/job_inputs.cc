@@ -16,13 +16,36 @@ bool ReadSha256(FieldReader& r, const char* key, std::string* out, const std::st
 
 namespace {
 
+// A file given by url must name a host the operator allows (--model-hosts).
+Status CheckModelHost(const ModelFile& f, size_t i, const std::vector<std::string>& hosts) {
+  const std::string host = UrlHost(f.url);
+  for (const std::string& h : hosts) {
+    if (h == host) return Status::Ok();
+  }
+  std::string field = "model.files[" + std::to_string(i) + "].url";
+  if (hosts.empty()) {
+    return Status::Invalid(field + ": this coordinator allows no model hosts (--model-hosts); " +
+                           "upload the file (blob:// uri) instead");
+  }
+  std::string list;
+  for (const std::string& h : hosts) list += (list.empty() ? "" : ", ") + h;
+  return Status::Invalid(field + ": host '" + host +
+                         "' is not allowed; allowed model hosts: " + list);
+}
+
 // model.files: a diffusers folder (shared/model_manifest.h). Each file that is an upload
 // becomes an InputRef; the spec keeps the files with their blob keys, so a claim mints URLs
-// without a lookup.
-Status ReadModelFiles(const Json& model, const Json* config, std::vector<InputRef>* refs,
+// without a lookup. Files given by url must be on an allowed host.
+Status ReadModelFiles(const Json& model, const Json* config,
+                      const std::vector<std::string>& model_hosts, std::vector<InputRef>* refs,
                       Json* spec_out) {
   Result<std::vector<ModelFile>> files = ParseModelFiles(model["files"], "model.files");
   if (!files.ok()) return files.status();
+  for (size_t i = 0; i < files->size(); ++i) {
+    if (!(*files)[i].url.empty()) {
+      GLEANER_RETURN_IF_ERROR(CheckModelHost((*files)[i], i, model_hosts));
+    }
+  }
   bool sdxl = config != nullptr && config->is_object() &&
               config->value("addition_embed_type", Json()) == Json("text_time");
   Status layout = CheckDiffusersLayout(*files, sdxl);
@@ -53,7 +76,7 @@ Status ReadModelFiles(const Json& model, const Json* config, std::vector<InputRe
 // model: {uri, sha256, config} or {files, config?}; dataset: {uri, sha256}.
 // uri = "blob://uploads/<id>/<name>".
 Status ReadInput(const Json& body, const std::string& field, bool with_config,
-                 std::vector<InputRef>* refs, Json* spec_out) {
+                 const CoreConfig& core, std::vector<InputRef>* refs, Json* spec_out) {
   FieldReader top(body);
   const Json* obj = nullptr;
   top.Object(field.c_str(), &obj, true);
@@ -69,7 +92,7 @@ Status ReadInput(const Json& body, const std::string& field, bool with_config,
     if (r.Has("config")) r.Object("config", &config, true);
     if (!r.ok()) return r.status();
     if (config != nullptr) GLEANER_RETURN_IF_ERROR(CheckUnetConfig(*config, field + ".config"));
-    GLEANER_RETURN_IF_ERROR(ReadModelFiles(*obj, config, refs, spec_out));
+    GLEANER_RETURN_IF_ERROR(ReadModelFiles(*obj, config, core.model_hosts, refs, spec_out));
     if (config != nullptr) (*spec_out)["config"] = *config;
     return Status::Ok();
   }

@@ -1,8 +1,9 @@
 // A submission's inputs (POST /v1/jobs "model" and "dataset"): reading them from the body, the
 // SQL condition that every input is an upload the caller may use, and the explanation when it
 // is not. A model is one file ({uri, sha256, config}) or a diffusers folder ({files, config?};
-// shared/model_manifest.h) whose uploaded files are inputs one by one; files given by url are
-// not checked here (the node verifies sha256 and size of every file it fetches).
+// shared/model_manifest.h) whose uploaded files are inputs one by one; a file given by url must
+// be on a host of core.model_hosts (else 400 naming the field and the allowed hosts); its bytes
+// are not checked here (the node verifies sha256 and size of every file it fetches).
 #pragma once
 
 #include <cstdint>
@@ -24,9 +25,9 @@ bool ReadSha256(FieldReader& r, const char* key, std::string* out, const std::st
 
 // Reads body[field]; appends its uploads to refs and sets *spec_out to what the stored spec
 // keeps (uris with their blob keys, sha256, sizes, config). with_config: the single-file model
-// form requires model.config.
+// form requires model.config. core: its model_hosts.
 Status ReadInput(const Json& body, const std::string& field, bool with_config,
-                 std::vector<InputRef>* refs, Json* spec_out);
+                 const CoreConfig& core, std::vector<InputRef>* refs, Json* spec_out);
 
 // Appends " AND <every ref is an upload of the caller with its sha256 and size, and (built-in
 // store) is stored>" to cond. The refs travel as one JSON parameter: a model may have dozens

@@ -176,7 +176,7 @@ Plan HandleCreateJob(CtxPtr ctx) {
     if (!present) continue;
     Json spec_part;
     Status st = ReadInput(ctx->body, field, std::string(field) == "model" && kind == "lora-sd",
-                          &inputs, &spec_part);
+                          config, &inputs, &spec_part);
     if (!st.ok()) return Plan::Fail(st);
     spec[field] = spec_part;
   }

@@ -33,7 +33,7 @@ std::string InputSizesSql(const std::string& job_match) {
 }
 
 // A diffusers folder's files (spec model.files): uploads get a minted GET URL, the others
-// keep their own url (no expiry).
+// keep their own url (no expiry) and are marked "remote" (docs/api.md).
 Json ModelFileDownloads(const CoreConfig& config, int64_t now, const Json& files) {
   Json out = Json::array();
   if (!files.is_array()) return out;
@@ -45,6 +45,7 @@ Json ModelFileDownloads(const CoreConfig& config, int64_t now, const Json& files
     std::string key = f.value("key", "");
     if (key.empty()) {
       o["url"] = f.value("url", "");
+      o["remote"] = true;  // not this coordinator's store: the node fetches it guarded
     } else {
       MintedUrl get = GetUrl(config, key, now);
       o["url"] = get.url;

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "shared/model_manifest.h"
+
 namespace gleaner::core {
 
 namespace {
@@ -122,6 +124,29 @@ const std::vector<Setting>& CoreSettings() {
        INTEGER(max_active_jobs, int64_t)},
       {"max-spec-bytes", K::kInt, 1024, 1 << 30, "largest stored job spec, bytes",
        INTEGER(max_spec_bytes, int64_t)},
+      {"model-hosts", K::kString, 0, 0,
+       "comma-separated host names whose http(s) URLs model.files may name (nodes refuse "
+       "private addresses whatever is listed); empty = model files must be uploads",
+       [](CoreConfig* c, const SettingValue& v) {
+         c->model_hosts.clear();
+         size_t start = 0;
+         while (start <= v.text.size()) {
+           size_t comma = v.text.find(',', start);
+           if (comma == std::string::npos) comma = v.text.size();
+           std::string name = v.text.substr(start, comma - start);
+           while (!name.empty() && name.back() == ' ') name.pop_back();
+           while (!name.empty() && name.front() == ' ') name.erase(0, 1);
+           // An invalid name is kept as given: Validate() refuses it with its text.
+           std::string norm = NormalizeHostName(name);
+           if (!name.empty()) c->model_hosts.push_back(norm.empty() ? "!" + name : norm);
+           start = comma + 1;
+         }
+       },
+       [](const CoreConfig& c) {
+         std::string out;
+         for (const std::string& h : c.model_hosts) out += (out.empty() ? "" : ",") + h;
+         return out;
+       }},
       {"s3-endpoint", K::kString, 0, 0,
        "S3-compatible endpoint URL; set to store objects in S3 instead of the shell's store",
        TEXT(s3.endpoint), "off"},

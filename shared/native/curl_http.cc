@@ -1,12 +1,16 @@
 #include "shared/native/curl_http.h"
 
 #include <curl/curl.h>
+#include <sys/socket.h>
 
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
+
+#include "shared/native/address_guard.h"
 
 namespace gleaner::net {
 namespace {
@@ -20,12 +24,55 @@ struct Ctx {
   FILE* out = nullptr;
   bool file_error = false;
   bool resuming = false;  // a Range request: a 206 body is appended to download_file
+  // The size cap (HttpCall::max_bytes; -1 none) and what the body holds so far (a 206 counts
+  // from resume_from).
+  int64_t max_bytes = -1;
+  int64_t resume_from = 0;
+  int64_t body_bytes = 0;
+  int header_status = 0;  // of the response whose headers are arriving
+  std::string too_large;  // why the cap ended the transfer
+  // The address guard (HttpCall::public_only; OnOpenSocket is installed only then).
+  bool allow_private = false;
+  std::string refused;  // the first address it refused, for the message
 };
+
+// The status line of each response ("HTTP/1.1 206 Partial Content").
+int StatusOfLine(const std::string& line) {
+  size_t sp = line.find(' ');
+  if (sp == std::string::npos || sp + 4 > line.size()) return 0;
+  int code = 0;
+  for (size_t i = sp + 1; i < sp + 4; ++i) {
+    if (line[i] < '0' || line[i] > '9') return 0;
+    code = code * 10 + (line[i] - '0');
+  }
+  return code;
+}
+
+bool Is2xx(long code) {
+  return code >= 200 && code < 300;
+}
+
+// Every connection of a guarded call (public_only): the resolved address is checked before a socket
+// exists.
+curl_socket_t OnOpenSocket(void* user, curlsocktype, struct curl_sockaddr* address) {
+  Ctx* ctx = static_cast<Ctx*>(user);
+  AddressClass c = ClassifyAddress(&address->addr);
+  if (!AddressAllowed(c, ctx->allow_private)) {
+    if (ctx->refused.empty()) {
+      ctx->refused = AddressText(&address->addr) + " (" + AddressClassName(c) + ")";
+    }
+    return CURL_SOCKET_BAD;
+  }
+  return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+}
 
 size_t OnHeader(char* data, size_t size, size_t n, void* user) {
   Ctx* ctx = static_cast<Ctx*>(user);
   std::string line(data, size * n);
-  if (line.rfind("HTTP/", 0) == 0) ctx->resp->headers.clear();  // a new response (redirect, 100)
+  if (line.rfind("HTTP/", 0) == 0) {  // a new response (redirect, 100)
+    ctx->resp->headers.clear();
+    ctx->header_status = StatusOfLine(line);
+  }
   size_t colon = line.find(':');
   if (colon != std::string::npos) {
     std::string name = line.substr(0, colon), value = line.substr(colon + 1);
@@ -37,6 +84,18 @@ size_t OnHeader(char* data, size_t size, size_t n, void* user) {
       value.pop_back();
     }
     ctx->resp->headers[name] = value;
+    if (name == "content-length" && ctx->max_bytes >= 0 && Is2xx(ctx->header_status)) {
+      char* end = nullptr;
+      long long announced = std::strtoll(value.c_str(), &end, 10);
+      const int64_t start = ctx->header_status == 206 ? ctx->resume_from : 0;
+      if (end == value.c_str() || *end != '\0' || announced < 0 ||
+          announced > ctx->max_bytes - start) {
+        ctx->too_large = "Content-Length " + value + " exceeds the declared size of " +
+                         std::to_string(ctx->max_bytes) + " bytes" +
+                         (start > 0 ? " (from byte " + std::to_string(start) + ")" : "");
+        return 0;  // aborts the transfer before the body
+      }
+    }
   }
   return size * n;
 }
@@ -46,6 +105,15 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
   size_t len = size * n;
   long code = 0;
   curl_easy_getinfo(ctx->curl, CURLINFO_RESPONSE_CODE, &code);
+  if (ctx->max_bytes >= 0 && Is2xx(code)) {
+    if (ctx->body_bytes == 0 && code == 206) ctx->body_bytes = ctx->resume_from;
+    if (int64_t(len) > ctx->max_bytes - ctx->body_bytes) {
+      ctx->too_large =
+          "the server sent more than the declared " + std::to_string(ctx->max_bytes) + " bytes";
+      return 0;  // nothing of this chunk is written: the transfer ends here
+    }
+    ctx->body_bytes += int64_t(len);
+  }
   if (ctx->sink != nullptr && *ctx->sink && code >= 200 && code < 300) {
     if ((*ctx->sink)(std::string_view(data, len))) return len;
     ctx->sink_stopped = true;
@@ -66,7 +134,8 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
     }
     return len;
   }
-  if (ctx->resp->body.size() + len > (64u << 20)) return 0;  // refuse absurd error bodies
+  // Refuse absurd error bodies (a capped download's error page is small).
+  if (ctx->resp->body.size() + len > (ctx->max_bytes >= 0 ? (64u << 10) : (64u << 20))) return 0;
   ctx->resp->body.append(data, len);
   return len;
 }
@@ -119,6 +188,9 @@ Result<HttpResponse> CurlHttpClient::Send(const HttpCall& call) {
   ctx.download_file = &call.download_file;
   ctx.sink = &call.sink;
   ctx.resuming = call.resume_from > 0 && !call.download_file.empty();
+  ctx.max_bytes = call.max_bytes;
+  ctx.resume_from = ctx.resuming ? call.resume_from : 0;
+  ctx.allow_private = options_.allow_private_fetch;
   FILE* upload = nullptr;
   curl_easy_setopt(curl, CURLOPT_URL, call.url.c_str());
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
@@ -141,6 +213,16 @@ Result<HttpResponse> CurlHttpClient::Send(const HttpCall& call) {
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &ctx);
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnBody);
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &ctx);
+  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);  // a 3xx is the answer, never followed
+  if (call.public_only) {
+    curl_easy_setopt(curl, CURLOPT_OPENSOCKETFUNCTION, OnOpenSocket);
+    curl_easy_setopt(curl, CURLOPT_OPENSOCKETDATA, &ctx);
+    // The guard must see the real peer: no proxy in between, no connection opened earlier
+    // (perhaps to this coordinator) reused, and this one not kept for anybody else.
+    curl_easy_setopt(curl, CURLOPT_NOPROXY, "*");
+    curl_easy_setopt(curl, CURLOPT_FRESH_CONNECT, 1L);
+    curl_easy_setopt(curl, CURLOPT_FORBID_REUSE, 1L);
+  }
   struct curl_slist* headers = nullptr;
   for (const auto& h : call.headers) {
     headers = curl_slist_append(headers, (h.first + ": " + h.second).c_str());
@@ -182,6 +264,15 @@ Result<HttpResponse> CurlHttpClient::Send(const HttpCall& call) {
   if (ctx.out != nullptr) close_failed = std::fclose(ctx.out) != 0;
   if (ctx.file_error || close_failed) {
     return Status::Io("writing " + call.download_file + " failed");
+  }
+  if (!ctx.refused.empty()) {
+    return Status::Invalid(call.method + " " + RedactQuery(call.url) + ": refused to connect to " +
+                           ctx.refused + ": remote files are fetched from public addresses only" +
+                           " (--allow-private-fetch admits loopback and private ones)");
+  }
+  if (!ctx.too_large.empty()) {
+    return Status::Corruption(call.method + " " + RedactQuery(call.url) + ": " + ctx.too_large +
+                              "; the transfer was stopped");
   }
   if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && ctx.sink_stopped)) {
     return Status::Unavailable(call.method + " " + RedactQuery(call.url) + ": " +

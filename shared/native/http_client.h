@@ -5,7 +5,10 @@
 //
 // Contract: Send() returns a response for every HTTP status (including 4xx/5xx); a transport
 // failure (DNS, refused, reset, timeout, local file error) is a non-ok Status: kUnavailable for
-// network trouble, kIo for local files. Implementations must be thread-safe.
+// network trouble, kIo for local files. A 2xx body longer than max_bytes (or a Content-Length
+// that announces one) is kCorruption; a connection the address guard refused (public_only) is
+// kInvalidArgument: retrying cannot help. Redirects are never followed (a 3xx is a response).
+// Implementations must be thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +37,14 @@ struct HttpCall {
   // at once and Send() returns the response (status and headers) as received so far.
   std::function<bool(std::string_view chunk)> sink;
   int timeout_ms = 30000;
+  // >= 0: the 2xx body (with a 206, counted from resume_from) may hold at most this many bytes:
+  // a larger Content-Length is refused before the body, and the transfer ends before the first
+  // byte past it is written or passed to the sink.
+  int64_t max_bytes = -1;
+  // A URL that did not come from the coordinator (a model file on a host the developer chose):
+  // every connection goes straight to the host (no proxy, no reused connection) and only to a
+  // public address (shared/native/address_guard.h), unless the client allows private ones.
+  bool public_only = false;
 };
 
 struct HttpResponse {

@@ -821,6 +821,15 @@ test("model folders: checked at submission in one statement, one download URL pe
     const missing = await dev.submit(spec(files.slice(1)));
     expectError(missing, 400, "bad_request");
     assert.equal(missing.json.error.message, "model.files: not a diffusers folder: missing model_index.json");
+    // A file given by url: this server allows no model hosts (the default), whatever the host.
+    for (const url of ["https://models.example/s.json", "http://127.0.0.1:8080/", "http://169.254.169.254/", "http://[::1]/"]) {
+      const remote = [...files.map(({ path, uri, sha256, size }) => ({ path, uri, sha256, size })),
+        { path: "scheduler/scheduler_config.json", url, sha256: sha256(Buffer.from("s")), size: 1 }];
+      const refused = await dev.submit({ ...spec(files), model: { files: remote } });
+      expectError(refused, 400, "bad_request");
+      assert.equal(refused.json.error.message,
+        "model.files[9].url: this coordinator allows no model hosts (--model-hosts); upload the file (blob:// uri) instead");
+    }
     // Accepted; the claim hands out one signed GET per file, in order.
     const job = expectOk(await dev.submit(spec(files)), 201);
     assert.equal(job.model.files.length, paths.length);
@@ -837,6 +846,56 @@ test("model folders: checked at submission in one statement, one download URL pe
     }
   } finally {
     await dev.cleanup();
+  }
+});
+
+// Its own server: model-hosts set through the environment, as an operator would.
+test("model hosts: a model file url is accepted only on a host the operator allows", { skip: !!external }, async () => {
+  const env = { GLEANER_MODEL_HOSTS: "models.example, Mirror.Example" };
+  const srv = await startTarget(targetKind, { bin: flag("--bin"), env });
+  try {
+    const b = srv.base;
+    const mint = async (role) =>
+      expectOk(await call("POST", `${b}/v1/keys`, { token: srv.operatorToken, body: { role, name: `${role}-${uid()}` } }), 201).token;
+    const dev = await mint("developer");
+    const data = Buffer.from("photos");
+    const up = expectOk(await call("POST", `${b}/v1/uploads`, { token: dev, body: { name: "photos.zip", size: data.length, sha256: sha256(data) } }), 201);
+    const put = await putBlob(up.url, data);
+    assert.ok(put.status >= 200 && put.status < 300, `PUT ${put.status}: ${put.text}`);
+    const paths = [
+      "model_index.json", "unet/config.json", "unet/diffusion_pytorch_model.safetensors",
+      "vae/config.json", "vae/diffusion_pytorch_model.safetensors", "text_encoder/config.json",
+      "text_encoder/model.safetensors", "tokenizer/vocab.json", "tokenizer/merges.txt",
+    ];
+    const submit = (host) => call("POST", `${b}/v1/jobs`, {
+      token: dev,
+      body: {
+        kind: "lora-sd", params: { steps: 5 },
+        model: { files: paths.map((path) => ({ path, url: `https://${host}/sd/${path}`, sha256: sha256(Buffer.from(path)), size: path.length })) },
+        dataset: { uri: up.uri, sha256: sha256(data) },
+      },
+    });
+    for (const host of ["evil.example", "127.0.0.1", "10.0.0.1", "169.254.169.254", "[::1]", "models.example@127.0.0.1", "models.example.evil.example"]) {
+      const refused = await submit(host);
+      expectError(refused, 400, "bad_request");
+      assert.match(refused.json.error.message, /^model\.files\[0\]\.url/);
+    }
+    const named = await submit("evil.example");
+    assert.equal(named.json.error.message,
+      "model.files[0].url: host 'evil.example' is not allowed; allowed model hosts: models.example, mirror.example");
+    const job = expectOk(await submit("MODELS.example:443"), 201);
+    expectOk(await submit("mirror.example"), 201);
+    // The claim marks files given by url as remote: the node fetches them behind its guard.
+    const enroll = await mint("enroll");
+    const node = expectOk(await call("POST", `${b}/v1/nodes/register`, {
+      token: enroll, body: { machine_id: `m-${uid()}`, gpu: { name: "RTX 4090", vram_mb: 24000 }, agent_version: "0.1.0" },
+    }));
+    const c = expectOk(await call("POST", `${b}/v1/work`, { token: node.token, body: {} }));
+    assert.equal(c.job.id, job.id);
+    for (const f of c.inputs.model.files) assert.equal(f.remote, true);
+    assert.equal(c.inputs.dataset.remote, undefined);
+  } finally {
+    await srv.stop();
   }
 });
 

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <map>
 #include <memory>
@@ -228,7 +229,8 @@ TEST_CASE("a model folder uploaded once serves two jobs, fetched once, a cut dow
 TEST_CASE("a model file whose bytes do not match its sha256 fails the job and is deleted",
           "[agent][e2e][models]") {
   TempDir dir("gleaner-e2e-models-sha");
-  Fleet fleet(dir.path(), 0.2);
+  // The extra file is served from loopback: the operator allows the host, the owner opted in.
+  Fleet fleet(dir.path(), 0.2, {"--model-hosts", "127.0.0.1"});
   REQUIRE(fleet.ok());
   const std::string url = fleet.coordinator().url(), dev = fleet.developer_token();
   MakeModel(dir.File("sd-tiny"));
@@ -269,8 +271,8 @@ TEST_CASE("a model file whose bytes do not match its sha256 fails the job and is
   const std::string id = s.out.substr(0, s.out.find('\n'));
 
   std::string error;
-  AgentProcess& agent =
-      fleet.AddAgent("a", {}, {"--trainer", BinPath("../tests/model-folder-trainer")});
+  AgentProcess& agent = fleet.AddAgent(
+      "a", {}, {"--trainer", BinPath("../tests/model-folder-trainer"), "--allow-private-fetch"});
   REQUIRE(agent.Start(&error));
   // The node fails the job (and is banned from it), so the job waits for another node.
   std::string reason;
@@ -283,11 +285,151 @@ TEST_CASE("a model file whose bytes do not match its sha256 fails the job and is
       },
       Millis(30000)));
   INFO("agent:\n" << agent.Log());
-  CHECK(reason.find("input model/scheduler/scheduler_config.json: sha256 mismatch") !=
-        std::string::npos);
-  CHECK(reason.find("(the downloaded file was deleted)") != std::string::npos);
+  // The developer learns nothing of what the host served (its hash, its size); the node's own
+  // log keeps the detail.
+  CHECK(reason == "model file unavailable");
+  CHECK(WaitUntil(
+      [&] {
+        return agent.Log().find("input model/scheduler/scheduler_config.json: ") !=
+                   std::string::npos &&
+               agent.Log().find("sha256 mismatch") != std::string::npos;
+      },
+      Millis(5000)));
   CHECK(PartFiles(dir.File("a/cache")).empty());
   CHECK(!files::Exists(dir.File("a/cache/" + extra.sha256)));
+}
+
+namespace {
+
+// An HTTP server on 127.0.0.1 that counts the requests reaching it.
+struct CountingServer {
+  httplib::Server server;
+  std::thread thread;
+  std::atomic<int> requests{0};
+  int port = 0;
+  CountingServer() {
+    server.set_pre_routing_handler([this](const httplib::Request&, httplib::Response&) {
+      ++requests;
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
+  }
+  void Start() {
+    port = server.bind_to_any_port("127.0.0.1");
+    REQUIRE(port > 0);
+    thread = std::thread([this] { server.listen_after_bind(); });
+  }
+  ~CountingServer() {
+    server.stop();
+    if (thread.joinable()) thread.join();
+  }
+};
+
+}  // namespace
+
+TEST_CASE(
+    "model file URLs at private addresses: the agent fetches nothing there and the "
+    "developer sees only 'model file unavailable'",
+    "[agent][e2e][models][fetch_guard]") {
+  TempDir dir("gleaner-e2e-fetch-guard");
+  // A secret on the volunteer's loopback, and a mirror (on loopback too) that redirects to it.
+  CountingServer secret;
+  secret.server.Get("/secret", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{\"error\":\"admin only\",\"token\":\"s3cr3t\"}", "application/json");
+  });
+  secret.Start();
+  const std::string secret_url = "http://127.0.0.1:" + std::to_string(secret.port) + "/secret";
+  CountingServer mirror;
+  mirror.server.Get("/model.json", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_redirect(secret_url, 302);
+  });
+  mirror.Start();
+  // The operator allows every host named here, so only the node's guard stands in the way.
+  // 10.255.255.1 and 169.254.169.254 are never contacted: the guard refuses before a socket.
+  Fleet fleet(dir.path(), 0.2,
+              {"--model-hosts", "127.0.0.1,[::1],10.255.255.1,169.254.169.254",
+               "--quarantine-failures", "100"});
+  REQUIRE(fleet.ok());
+  const std::string url = fleet.coordinator().url(), dev = fleet.developer_token();
+  MakeModel(dir.File("sd-tiny"));
+  REQUIRE(Gleaner(dir, url, dev,
+                  {"models", "upload", dir.File("sd-tiny"), "-o", dir.File("m.model.json")})
+              .code == 0);
+  Result<ModelManifest> m = ParseModelManifest(ReadFile(dir.File("m.model.json")));
+  REQUIRE(m.ok());
+  HttpClient client = fleet.coordinator().Client(dev);
+  const std::string photos = "not really a zip";
+  HttpResult up = client.Post(
+      "/v1/uploads",
+      {{"name", "photos.zip"}, {"size", int64_t(photos.size())}, {"sha256", Sha256Hex(photos)}});
+  REQUIRE(up.status == 201);
+  REQUIRE(HttpClient::Fetch("PUT", up.json()["url"].get<std::string>(), photos).status / 100 == 2);
+  auto submit = [&](const std::string& file_url) {
+    Json files = ModelFilesToJson(m->files);
+    files.push_back({{"path", "scheduler/scheduler_config.json"},
+                     {"url", file_url},
+                     {"sha256", Sha256Hex("{}")},
+                     {"size", 2}});
+    Json body = {{"kind", "lora-sd"},
+                 {"params", {{"steps", 5}}},
+                 {"max_failures", 1},
+                 {"model", {{"files", files}}},
+                 {"dataset", {{"uri", up.json()["uri"]}, {"sha256", Sha256Hex(photos)}}}};
+    HttpResult r = client.Post("/v1/jobs", body);
+    INFO(r.Describe());
+    REQUIRE(r.status == 201);
+    return r.json()["id"].get<std::string>();
+  };
+  const std::string port = std::to_string(secret.port);
+  const std::vector<std::string> direct = {
+      secret_url, "http://[::1]:" + port + "/secret", "http://10.255.255.1:" + port + "/secret",
+      "http://169.254.169.254/latest/meta-data/iam/security-credentials/"};
+  std::vector<std::string> ids;
+  for (const std::string& u : direct) ids.push_back(submit(u));
+
+  // What the developer sees of a job: its view and its events, with the one fixed reason.
+  auto check_developer_view = [&](const std::string& id) {
+    Json job = fleet.Job(id), events = fleet.Events(id);
+    INFO(DumpJson(job) << "\n" << DumpJson(events));
+    CHECK(job.value("state", "") == "failed");
+    REQUIRE(events.contains("failures"));
+    REQUIRE(events["failures"].size() == 1);
+    CHECK(events["failures"][0].value("reason", "") == "model file unavailable");
+    const std::string seen = DumpJson(job) + DumpJson(events);
+    for (const char* leak : {"refused to connect", "(loopback)", "(private)", "(link-local)",
+                             "HTTP 302", "admin only", "s3cr3t", "sha256 mismatch"}) {
+      CHECK(seen.find(leak) == std::string::npos);
+    }
+  };
+
+  std::string error;
+  AgentProcess& a =
+      fleet.AddAgent("a", {}, {"--trainer", BinPath("../tests/model-folder-trainer")});
+  REQUIRE(a.Start(&error));
+  REQUIRE(fleet.WaitAllFinal(ids, Millis(60000)));
+  INFO("agent a:\n" << a.Log());
+  for (const std::string& id : ids) check_developer_view(id);
+  CHECK(secret.requests.load() == 0);
+  // The node's own log keeps the detail.
+  const std::string log = a.Log();
+  CHECK(log.find("127.0.0.1 (loopback)") != std::string::npos);
+  CHECK(log.find("::1 (loopback)") != std::string::npos);
+  CHECK(log.find("10.255.255.1 (private)") != std::string::npos);
+  CHECK(log.find("169.254.169.254 (link-local)") != std::string::npos);
+  a.process().Stop();
+
+  // Through a redirect: an owner who opted in to a LAN mirror (--allow-private-fetch) fetches
+  // from it, but the mirror's redirect is not followed.
+  const std::string redirected =
+      submit("http://127.0.0.1:" + std::to_string(mirror.port) + "/model.json");
+  AgentProcess& b = fleet.AddAgent(
+      "b", {}, {"--trainer", BinPath("../tests/model-folder-trainer"), "--allow-private-fetch"});
+  REQUIRE(b.Start(&error));
+  REQUIRE(fleet.WaitAllFinal({redirected}, Millis(60000)));
+  INFO("agent b:\n" << b.Log());
+  check_developer_view(redirected);
+  CHECK(mirror.requests.load() >= 1);
+  CHECK(secret.requests.load() == 0);
+  CHECK(b.Log().find("HTTP 302") != std::string::npos);
 }
 
 TEST_CASE("gleaner models and jobs submit: bad usage and bad folders are one line, non-zero",

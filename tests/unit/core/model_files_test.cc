@@ -1,5 +1,6 @@
 // A job's base model as a diffusers folder (model.files): checks at submission, and the claim's
 // per-file download URLs.
+#include "coordinator/core/settings.h"
 #include "shared/sha256.h"
 #include "tests/unit/core/test_env.h"
 
@@ -50,7 +51,9 @@ Resp Submit(TestEnv& env, const std::string& dev, const Json& model, const Json&
 
 TEST_CASE("model files: a diffusers folder job is accepted and claimed with one URL per file",
           "[model_files]") {
-  TestEnv env;
+  CoreConfig config = TestConfig();
+  config.model_hosts = {"models.example"};
+  TestEnv env(config);
   std::string dev = env.Developer();
   Json files = UploadFolder(env, dev, kSd15);
   files.push_back({{"path", "scheduler/scheduler_config.json"},
@@ -73,6 +76,10 @@ TEST_CASE("model files: a diffusers folder job is accepted and claimed with one 
     CHECK(got[i].contains("expires_at"));
   }
   CHECK(got[kSd15.size()]["url"] == "https://models.example/scheduler_config.json");
+  // The file given by url is marked remote (the node fetches it behind its network guard);
+  // the coordinator's own blob URLs are not.
+  CHECK(got[kSd15.size()].value("remote", false));
+  CHECK(!got[0].contains("remote"));
   CHECK(claim.json["inputs"]["dataset"].contains("url"));
   // The fresh-URL route mints the same files again.
   Resp again = env.Post("/v1/jobs/" + job.json["id"].get<std::string>() + "/downloads", node.token,
@@ -139,4 +146,64 @@ TEST_CASE("model files: an announced but never stored file is 409", "[model_file
   CHECK(r.status == 409);
   CHECK(r.json["error"]["message"] ==
         "model.files[8] (tokenizer/merges.txt).uri has not been uploaded yet (PUT it first)");
+}
+
+TEST_CASE("model files: a url is accepted only on a host the operator allows (--model-hosts)",
+          "[model_files]") {
+  auto with_url = [](TestEnv& env, const std::string& dev, const std::string& url) {
+    Json files = UploadFolder(env, dev, kSd15);
+    files.push_back({{"path", "scheduler/scheduler_config.json"},
+                     {"url", url},
+                     {"sha256", Sha256Hex("s")},
+                     {"size", 1}});
+    return Submit(env, dev, {{"files", files}}, Dataset(env, dev));
+  };
+  SECTION("no hosts allowed (the default): every url is refused") {
+    TestEnv env;
+    std::string dev = env.Developer();
+    for (const char* url : {"https://models.example/s.json", "http://127.0.0.1:8080/secret",
+                            "http://169.254.169.254/latest/meta-data/", "http://[::1]/x"}) {
+      Resp r = with_url(env, dev, url);
+      CHECK(r.status == 400);
+      CHECK(r.json["error"]["message"] ==
+            "model.files[9].url: this coordinator allows no model hosts (--model-hosts); "
+            "upload the file (blob:// uri) instead");
+    }
+  }
+  SECTION("a list: only its hosts, whatever the port, case or trailing dot") {
+    CoreConfig config = TestConfig();
+    const core::Setting* s = core::FindCoreSetting("model-hosts");
+    REQUIRE(s != nullptr);
+    REQUIRE(core::ApplyCoreSetting(&config, *s, "Models.Example, mirror.example", "test").ok());
+    REQUIRE(config.Validate().ok());
+    CHECK(s->get(config) == "models.example,mirror.example");
+    TestEnv env(config);
+    std::string dev = env.Developer();
+    CHECK(with_url(env, dev, "https://models.example/s.json").status == 201);
+    CHECK(with_url(env, dev, "https://MODELS.example.:8443/s.json").status == 201);
+    CHECK(with_url(env, dev, "http://mirror.example/a/b?c=d").status == 201);
+    for (const char* url :
+         {"https://evil.example/s.json", "http://127.0.0.1/x", "http://10.0.0.1/x",
+          "https://models.example.evil.example/s.json", "https://models.example@127.0.0.1/x",
+          "https://evil.example\\@models.example/x", "http://[::1]/x",
+          "https://models.example%2f@127.0.0.1/", "https://models.example:80x/"}) {
+      INFO(url);
+      Resp r = with_url(env, dev, url);
+      CHECK(r.status == 400);
+      std::string m = r.json["error"]["message"].get<std::string>();
+      CHECK(m.rfind("model.files[9].url", 0) == 0);
+    }
+    Resp r = with_url(env, dev, "https://evil.example/s.json");
+    CHECK(r.json["error"]["message"] ==
+          "model.files[9].url: host 'evil.example' is not allowed; allowed model hosts: "
+          "models.example, mirror.example");
+  }
+  SECTION("a bad name in the list is a configuration error") {
+    CoreConfig config = TestConfig();
+    const core::Setting* s = core::FindCoreSetting("model-hosts");
+    REQUIRE(core::ApplyCoreSetting(&config, *s, "ok.example,bad/host", "test").ok());
+    Status v = config.Validate();
+    CHECK(!v.ok());
+    CHECK(v.message() == "model-hosts: 'bad/host' is not a host name");
+  }
 }

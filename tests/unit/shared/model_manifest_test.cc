@@ -106,3 +106,44 @@ TEST_CASE("model manifest: bad files are refused with the field named", "[model_
   CHECK(!ParseModelManifest("[]").ok());
   CHECK(!ParseModelManifest(std::string(300000, ' ')).ok());
 }
+
+TEST_CASE("model manifest: UrlHost reads only a plain host out of a URL", "[model_manifest]") {
+  struct Row {
+    const char* url;
+    const char* host;  // "" = refused
+  };
+  const Row rows[] = {
+      {"https://models.example/a/b", "models.example"},
+      {"https://Models.EXAMPLE:8443/a", "models.example"},
+      {"http://models.example./a", "models.example"},
+      {"http://models.example", "models.example"},
+      {"http://models.example?x=1", "models.example"},
+      {"http://models.example#frag", "models.example"},
+      {"http://127.0.0.1:9/x", "127.0.0.1"},
+      {"http://[::1]:8080/x", "[::1]"},
+      {"http://[::FFFF:127.0.0.1]/x", "[::ffff:127.0.0.1]"},
+      {"http://user@models.example/x", ""},
+      {"http://models.example@127.0.0.1/x", ""},
+      {"http://models.example%2f@127.0.0.1/x", ""},
+      {"http://evil.example\\@models.example/x", ""},
+      {"http://[fe80::1%25eth0]/x", ""},
+      {"http:///x", ""},
+      {"http://:80/x", ""},
+      {"http://models.example:/x", ""},
+      {"http://models.example:80a/x", ""},
+      {"http://models.example:1234567/x", ""},
+      {"http://[::1/x", ""},
+      {"http://[::1]x/", ""},
+      {"http://[models.example]/x", ""},
+      {"http://mo!dels.example/x", ""},
+      {"models.example/x", ""},
+  };
+  for (const Row& r : rows) {
+    INFO(r.url);
+    CHECK(UrlHost(r.url) == r.host);
+  }
+  CHECK(NormalizeHostName("::1") == "[::1]");
+  CHECK(NormalizeHostName("Mirror.Example.") == "mirror.example");
+  CHECK(NormalizeHostName("bad/host").empty());
+  CHECK(NormalizeHostName("").empty());
+}
