@@ -196,8 +196,9 @@ Result<CoreConfig> ConfigFromJson(const Json& j) {
 
 Result<HttpRequest> RequestFromJson(const Json& j) {
   if (!j.is_object()) return Status::Invalid("request must be a JSON object");
-  static const char* const kKeys[] = {"method",      "path",   "query",   "headers",    "body",
-                                      "body_base64", "now_ms", "entropy", "request_id", nullptr};
+  static const char* const kKeys[] = {"method",     "path",        "query",  "headers",
+                                      "body",       "body_base64", "now_ms", "entropy",
+                                      "request_id", "client_addr", nullptr};
   HttpRequest r;
   FieldReader f(j, "request.");
   f.OnlyKeys(kKeys);
@@ -206,6 +207,7 @@ Result<HttpRequest> RequestFromJson(const Json& j) {
   f.String("query", &r.query, false, 65536);
   f.Int("now_ms", &r.now_ms, true, 0, INT64_MAX);
   f.String("request_id", &r.request_id, false, 256);
+  f.String("client_addr", &r.client_addr, false, 64);
   std::string entropy_hex;
   f.String("entropy", &entropy_hex, false, 1024);
   std::string body_text;

@@ -324,6 +324,9 @@ async function handleApi(core, env, ctx, request, url) {
     headers: [...request.headers],
     now_ms: Date.now(),
     request_id: request.headers.get("cf-ray") ?? "",
+    // Cloudflare sets CF-Connecting-IP to the client's address (a client cannot forge it at
+    // the edge); the core limits registrations per address with it.
+    client_addr: (request.headers.get("cf-connecting-ip") ?? "").slice(0, 64),
     ...bodyField(bytes),
   };
   const done = await drive(core, env.DB, core.start({ op: "request", request: req }));

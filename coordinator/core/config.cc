@@ -34,6 +34,8 @@ Status CoreConfig::Validate() const {
   if (!(verify_fraction >= 0 && verify_fraction <= 1)) {
     return Status::Invalid("verify fraction must be in [0, 1]");
   }
+  if (!(progress_timeout_s >= 0)) return Status::Invalid("progress timeout must be >= 0 (0 = off)");
+  if (enroll_max_nodes < 0) return Status::Invalid("enroll max nodes must be >= 0 (0 = no limit)");
   if (max_active_jobs < 0) return Status::Invalid("max active jobs must be >= 0 (0 = no limit)");
   if (max_spec_bytes < 1024 || max_spec_bytes > (int64_t(1) << 30)) {
     return Status::Invalid("max spec bytes must be in [1024, 1073741824]");
@@ -44,7 +46,8 @@ Status CoreConfig::Validate() const {
                              "' is not a host name");
     }
   }
-  for (const RateLimit* r : {&developer_rate, &node_rate, &operator_rate, &enroll_rate}) {
+  for (const RateLimit* r :
+       {&developer_rate, &node_rate, &operator_rate, &enroll_rate, &enroll_address_rate}) {
     if (r->limited() && !(r->burst >= 1))
       return Status::Invalid("a rate limit's burst must be >= 1");
   }

@@ -46,6 +46,13 @@ struct CoreConfig {
   // job; one open longer than this goes to the next verifying node before queued jobs, so a
   // cheater is caught within about this long even while the queue is full.
   double verify_max_wait_s = 600;
+  // Progress watchdog: a job lease whose reported step has not advanced for this long (from the
+  // lease's start too, so loading counts) is ended at its next heartbeat, like a failure of
+  // that node on that job, and its time after the window is not billed. 0 = off.
+  double progress_timeout_s = 1800;
+  // Enroll keys: the nodes one key may have registered and not revoked (a key's own max_nodes
+  // overrides it; 0 = no limit), and registrations per source address (rate_limit.h).
+  int64_t enroll_max_nodes = 100;
 
   std::string public_url = "http://127.0.0.1:8080";  // base of built-in blob URLs
   std::string blob_signing_key;                      // HMAC key for blob URLs (required)
@@ -74,8 +81,9 @@ struct CoreConfig {
   RateLimit node_rate{2, 60};
   RateLimit operator_rate{100, 1000};
   RateLimit enroll_rate{10, 500};
-  int64_t max_active_jobs = 100;      // pending + running jobs per developer key; 0 = no limit
-  int64_t max_spec_bytes = 64 << 10;  // stored job spec (JSON text) of POST /v1/jobs
+  RateLimit enroll_address_rate{1, 100};  // per client address, enroll registrations only
+  int64_t max_active_jobs = 100;          // pending + running jobs per developer key; 0 = no limit
+  int64_t max_spec_bytes = 64 << 10;      // stored job spec (JSON text) of POST /v1/jobs
   // Upload reservations (POST /v1/uploads) a developer key may hold that are not stored yet
   // (within blob_gc_grace_s): how many (429 too_many_uploads) and their bytes (413).
   int64_t max_pending_uploads = 16;

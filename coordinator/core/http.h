@@ -21,6 +21,10 @@ struct HttpRequest {
   int64_t now_ms = 0;   // the shell's clock, Unix milliseconds
   std::string entropy;  // >= 32 random bytes from the shell (ids, tokens, nonces)
   std::string request_id;
+  // The client's address as the shell knows it ("203.0.113.7", "2001:db8::1"), "" if unknown:
+  // the native shell's TCP peer, the edge shell's CF-Connecting-IP. Used for per-address
+  // limits (enroll registrations), never for authentication.
+  std::string client_addr;
 
   // First header with this lowercase name, or "".
   const std::string& Header(const std::string& lower_name) const;

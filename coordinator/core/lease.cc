@@ -35,6 +35,44 @@ Status ExplainLease(const Rows& job, const Ctx& ctx, int64_t epoch) {
   return Status::Ok();
 }
 
+void AddLeaseFailure(const Ctx& ctx, const Fence& f, int64_t epoch, const std::string& reason,
+                     const std::string& end_reason, const std::string& ended_at_sql,
+                     const std::vector<SqlValue>& ended_at_params, Batch* b) {
+  const std::string& job = ctx.args.at(0);
+  const std::string& node = ctx.caller.id;
+  const int64_t now = ctx.now();
+  const CoreConfig& c = *ctx.config;
+  std::string exists = "EXISTS (SELECT 1 FROM jobs WHERE " + f.sql + ")";
+  b->Add("INSERT INTO job_bans (job_id, node_id, reason, at) SELECT ?, ?, ?, ? WHERE " + exists +
+             " ON CONFLICT DO NOTHING",
+         Cat({job, node, reason, now}, f.params));
+  b->Add("UPDATE segments SET ended_at = " + ended_at_sql +
+             ", end_reason = ?, note = ? WHERE job_id = ? AND epoch = ? AND ended_at IS NULL AND " +
+             exists,
+         Cat(Cat(ended_at_params, {end_reason, reason, job, epoch}), f.params));
+  b->Add("UPDATE nodes SET jobs_failed = jobs_failed + 1 WHERE id = ? AND " + exists,
+         Cat({node}, f.params));
+  std::string why = std::to_string(c.quarantine_failures) + " failed jobs within " +
+                    std::to_string(int64_t(c.quarantine_window_s)) + " s";
+  b->Add(
+      "UPDATE nodes SET state = 'quarantined', state_reason = ?, state_changed_at = ? "
+      "WHERE id = ? AND state = 'active' AND " +
+          exists +
+          " AND (SELECT count(*) FROM job_bans b WHERE b.node_id = nodes.id AND "
+          "b.at > MAX(?, COALESCE(nodes.state_changed_at, -1))) >= ? RETURNING id",
+      Cat(Cat({why, now, node}, f.params),
+          {now - int64_t(c.quarantine_window_s * 1000), int64_t(c.quarantine_failures)}));
+  b->Add(
+      "UPDATE jobs SET failures = failures + 1, "
+      "state = CASE WHEN failures + 1 >= max_failures THEN 'failed' ELSE 'pending' END, "
+      "node_id = CASE WHEN failures + 1 >= max_failures THEN node_id ELSE NULL END, "
+      "finished_at = CASE WHEN failures + 1 >= max_failures THEN ? ELSE NULL END, "
+      "reason = ?, lease_expires_at = NULL, step_done = COALESCE(ckpt_step, 0), updated_at = ? "
+      "WHERE " +
+          f.sql + " RETURNING state, failures",
+      Cat({now, reason, now}, f.params));
+}
+
 bool ReadEpoch(FieldReader& r, int64_t* epoch) {
   return r.Int("epoch", epoch, true, 1, kMaxSafeInteger);
 }

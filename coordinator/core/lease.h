@@ -27,6 +27,18 @@ struct Fence {
 };
 Fence LeaseFence(const Ctx& ctx, int64_t epoch);
 
+// Five statements that end the lease fenced by `f` (job ctx.args[0], the caller's node) as a
+// failure of its node, each guarded by the fence, the job's change last: the node is banned
+// from the job; the lease's segment ends at `ended_at_sql` (an SQL expression with its params)
+// with `end_reason` and `reason` as its
+// note; the node's jobs_failed count; the quarantine rule (quarantine_failures bans within
+// quarantine_window_s; RETURNING id when it quarantined the node); the job goes back to
+// pending, or fails after max_failures (RETURNING state, failures). Used by /fail and by the
+// progress watchdog (a heartbeat without progress).
+void AddLeaseFailure(const Ctx& ctx, const Fence& f, int64_t epoch, const std::string& reason,
+                     const std::string& end_reason, const std::string& ended_at_sql,
+                     const std::vector<SqlValue>& ended_at_params, Batch* b);
+
 // "SELECT <kLeaseColumns> FROM jobs WHERE id = ?" explains a fenced write that changed nothing.
 extern const char* const kLeaseColumns;
 

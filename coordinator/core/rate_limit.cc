@@ -1,7 +1,9 @@
 #include "coordinator/core/rate_limit.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <vector>
 
@@ -51,6 +53,45 @@ Result<RateLimit> ParseRateLimit(const std::string& text) {
 std::string FormatRateLimit(const RateLimit& limit) {
   if (!limit.limited()) return "off";
   return Number(limit.per_second) + ":" + Number(limit.burst);
+}
+
+std::string AddressBucket(const std::string& addr) {
+  if (addr.find(':') == std::string::npos) return addr;
+  if (addr.find('.') != std::string::npos) return addr.substr(addr.rfind(':') + 1);
+  // Expand "::" and keep the first four groups.
+  auto split = [](const std::string& part, std::vector<std::string>* out) {
+    if (part.empty()) return true;
+    for (size_t i = 0;;) {
+      size_t colon = part.find(':', i);
+      std::string group = part.substr(i, colon == std::string::npos ? colon : colon - i);
+      if (group.empty() || group.size() > 4) return false;
+      for (char c : group) {
+        if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+      }
+      out->push_back(group);
+      if (colon == std::string::npos) return true;
+      i = colon + 1;
+    }
+  };
+  const size_t dc = addr.find("::");
+  const bool gap = dc != std::string::npos;
+  std::vector<std::string> head, tail;
+  if (!split(gap ? addr.substr(0, dc) : addr, &head)) return addr;
+  if (gap && (addr.find("::", dc + 1) != std::string::npos || !split(addr.substr(dc + 2), &tail))) {
+    return addr;
+  }
+  if (head.size() + tail.size() > 8 || (!gap && head.size() != 8)) return addr;
+  std::vector<std::string> groups = head;
+  groups.resize(8 - tail.size(), "0");
+  groups.insert(groups.end(), tail.begin(), tail.end());
+  std::string out;
+  for (int g = 0; g < 4; ++g) {
+    unsigned long v = std::strtoul(groups[size_t(g)].c_str(), nullptr, 16);
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "%lx", v);
+    out += std::string(g ? ":" : "") + buf;
+  }
+  return out + "::/64";
 }
 
 RateDecision TakeToken(TokenBucket* b, const RateLimit& limit, int64_t now_ms) {

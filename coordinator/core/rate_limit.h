@@ -29,6 +29,11 @@ Result<RateLimit> ParseRateLimit(const std::string& text);
 // "5:60" or "off": the inverse of ParseRateLimit, for help texts and logs.
 std::string FormatRateLimit(const RateLimit& limit);
 
+// The bucket of a client address: an IPv4 address as it is (an IPv4-mapped IPv6 one as IPv4),
+// an IPv6 address by its /64 prefix ("2001:db8:0:1::/64": one subscriber usually holds a whole
+// /64), anything else as it is.
+std::string AddressBucket(const std::string& addr);
+
 struct TokenBucket {
   double tokens = 0;
   int64_t updated_ms = 0;

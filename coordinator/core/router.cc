@@ -120,6 +120,29 @@ std::optional<Plan> TakeRateToken(RateLimiter* limiter, const Ctx& ctx) {
   return RateLimited(d.retry_after_s, RoleRateLimit(*ctx.config, c.role));
 }
 
+// Node registrations by an enroll key also take a token from the bucket of the client's
+// address (enroll_address_rate), so one address cannot spend a shared enroll key's rate alone,
+// and many keys used from one address do not multiply it.
+bool LimitsAddress(const RouteInfo* route) {
+  return route->handler == HandleRegisterNode;
+}
+std::optional<Plan> TakeAddressToken(RateLimiter* limiter, const Ctx& ctx, const RouteInfo* route) {
+  const std::string& addr = ctx.req.client_addr;
+  if (limiter == nullptr || addr.empty() || !LimitsAddress(route) || ctx.caller.role != kEnroll)
+    return std::nullopt;
+  const RateLimit& limit = ctx.config->enroll_address_rate;
+  RateDecision d = limiter->Take("address:" + AddressBucket(addr), limit, ctx.now());
+  if (d.allowed) return std::nullopt;
+  const int64_t secs = std::max<int64_t>(1, int64_t(std::ceil(d.retry_after_s)));
+  HttpResponse resp = ErrorResponse(
+      429, "rate_limited",
+      "too many node registrations from this address (limit " + FormatRateLimit(limit) +
+          " per second : burst, the enroll-address-rate-limit setting); retry in " +
+          std::to_string(secs) + " s");
+  resp.headers.emplace_back("Retry-After", std::to_string(secs));
+  return Plan::Respond(std::move(resp));
+}
+
 // The usual path: one batch looks the token's hash up, then the role check, the rate limit
 // (unless a token was already taken from the bucket named `taken`) and the handler.
 Plan Authenticate(std::shared_ptr<Ctx> ctx, const RouteInfo* route, RateLimiter* limiter,
@@ -160,6 +183,8 @@ Plan Authenticate(std::shared_ptr<Ctx> ctx, const RouteInfo* route, RateLimiter*
           if (std::optional<Plan> refusal = TakeRateToken(limiter, *ctx))
             return std::move(*refusal);
         }
+        if (std::optional<Plan> refusal = TakeAddressToken(limiter, *ctx, route))
+          return std::move(*refusal);
         return Dispatch(ctx, route);
       });
 }
@@ -212,6 +237,7 @@ const std::vector<RouteInfo>& Routes() {
       {"POST", "/v1/keys", kOp, HandleCreateKey, true},
       {"GET", "/v1/keys", kOp, HandleListKeys, false},
       {"POST", "/v1/keys/{id}/revoke", kOp, HandleRevokeKey, false},
+      {"PATCH", "/v1/keys/{id}", kOp, HandleUpdateKey, true},
       {"POST", "/v1/nodes/register", kEnroll | kOp, HandleRegisterNode, true},
       {"GET", "/v1/nodes", kOp, HandleListNodes, false},
       {"POST", "/v1/nodes/{id}/quarantine", kOp, HandleSetNodeState, true},
@@ -326,7 +352,9 @@ Plan RouteRequest(const CoreConfig* config, RateLimiter* limiter, CallerCache* c
   }
   std::string hash = Sha256Hex(token);
   Caller remembered;
-  if (callers != nullptr && callers->Find(hash, &remembered) && (route->roles & remembered.role)) {
+  // A registration takes the usual path: the address bucket is taken once, after the lookup.
+  if (callers != nullptr && !LimitsAddress(route) && callers->Find(hash, &remembered) &&
+      (route->roles & remembered.role)) {
     return WithRememberedCaller(std::move(ctx), route, limiter, callers, hash, remembered);
   }
   return Authenticate(std::move(ctx), route, limiter, callers, hash, "");

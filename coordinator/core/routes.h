@@ -12,6 +12,7 @@ namespace gleaner::core {
 Plan HandleCreateKey(CtxPtr ctx);
 Plan HandleListKeys(CtxPtr ctx);
 Plan HandleRevokeKey(CtxPtr ctx);
+Plan HandleUpdateKey(CtxPtr ctx);  // PATCH /v1/keys/{id}
 Plan HandleRevokeNode(CtxPtr ctx);
 // routes_nodes.cc
 Plan HandleRegisterNode(CtxPtr ctx);

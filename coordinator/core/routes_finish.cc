@@ -157,41 +157,9 @@ Plan HandleFail(CtxPtr ctx) {
   if (!r.ok()) return Plan::Fail(r.status());
   reason = reason.empty() ? "failed" : Truncate(reason, 4000);
   const std::string& job = ctx->args[0];
-  const std::string& node = ctx->caller.id;
-  const int64_t now = ctx->now();
-  const CoreConfig& c = *ctx->config;
   Fence f = LeaseFence(*ctx, epoch);
-  std::string exists = "EXISTS (SELECT 1 FROM jobs WHERE " + f.sql + ")";
   Batch b;
-  b.Add("INSERT INTO job_bans (job_id, node_id, reason, at) SELECT ?, ?, ?, ? WHERE " + exists +
-            " ON CONFLICT DO NOTHING",
-        Cat({job, node, reason, now}, f.params));
-  b.Add(
-      "UPDATE segments SET ended_at = ?, end_reason = 'failed', note = ? WHERE job_id = ? AND "
-      "epoch = ? AND ended_at IS NULL AND " +
-          exists,
-      Cat({now, reason, job, epoch}, f.params));
-  b.Add("UPDATE nodes SET jobs_failed = jobs_failed + 1 WHERE id = ? AND " + exists,
-        Cat({node}, f.params));
-  std::string why = std::to_string(c.quarantine_failures) + " failed jobs within " +
-                    std::to_string(int64_t(c.quarantine_window_s)) + " s";
-  b.Add(
-      "UPDATE nodes SET state = 'quarantined', state_reason = ?, state_changed_at = ? "
-      "WHERE id = ? AND state = 'active' AND " +
-          exists +
-          " AND (SELECT count(*) FROM job_bans b WHERE b.node_id = nodes.id AND "
-          "b.at > MAX(?, COALESCE(nodes.state_changed_at, -1))) >= ? RETURNING id",
-      Cat(Cat({why, now, node}, f.params),
-          {now - int64_t(c.quarantine_window_s * 1000), int64_t(c.quarantine_failures)}));
-  b.Add(
-      "UPDATE jobs SET failures = failures + 1, "
-      "state = CASE WHEN failures + 1 >= max_failures THEN 'failed' ELSE 'pending' END, "
-      "node_id = CASE WHEN failures + 1 >= max_failures THEN node_id ELSE NULL END, "
-      "finished_at = CASE WHEN failures + 1 >= max_failures THEN ? ELSE NULL END, "
-      "reason = ?, lease_expires_at = NULL, step_done = COALESCE(ckpt_step, 0), updated_at = ? "
-      "WHERE " +
-          f.sql + " RETURNING state, failures",
-      Cat({now, reason, now}, f.params));
+  AddLeaseFailure(*ctx, f, epoch, reason, "failed", "?", {ctx->now()}, &b);
   b.Add(std::string("SELECT ") + kLeaseColumns + " FROM jobs WHERE id = ?", {job});
   return Plan::Run(std::move(b), [ctx, epoch, job](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);

@@ -36,6 +36,13 @@ Plan RespondPutUrl(const Ctx& ctx, const std::string& key, int64_t max_size) {
 // {epoch, step, loss?} -> {lease_expires_at, ttl_s, cancel}. Extends the lease to now +
 // stall_after and records the heartbeat on the lease's segment. The holder of a canceled lease
 // gets 200 {cancel: true}; anyone else 409.
+//
+// Progress watchdog (progress_timeout_s > 0): a heartbeat whose step is not above the lease's
+// highest step so far, arriving more than progress_timeout_s after the step last advanced (or,
+// before any advance, after the claim), renews nothing and is not counted: the lease ends in
+// the same batch as a failure of the node on this job (AddLeaseFailure: ban, segment ended
+// 'no_progress' at the end of the window, the job back to pending or failed), and the answer
+// is 409 no_progress. The time after the window is therefore never billed.
 Plan HandleHeartbeat(CtxPtr ctx) {
   if (!JobIdOk(ctx)) return Plan::Fail(Status::NotFound("no such job"));
   FieldReader r(ctx->body);
@@ -50,18 +57,23 @@ Plan HandleHeartbeat(CtxPtr ctx) {
   if (!r.ok()) return Plan::Fail(r.status());
   const int64_t now = ctx->now();
   const int64_t expires = now + int64_t(ctx->config->stall_after_s * 1000);
+  const int64_t window = int64_t(ctx->config->progress_timeout_s * 1000);
   Fence f = LeaseFence(*ctx, epoch);
   std::string guard = f.sql + " AND ? <= steps_total";
   std::vector<SqlValue> gp = Cat(f.params, {step});
+  // No progress: the watchdog is on, this step does not advance the lease, and the last
+  // advance (progress_at; NULL: never judged) is older than the window.
+  const std::string stuck = "(? > 0 AND ? <= step_done AND COALESCE(progress_at, ?) < ?)";
+  const std::vector<SqlValue> sp = {window, step, now, now - window};
   // The lease fence is checked once, by the job's UPDATE; the next two statements act only if
   // the statement before them changed a row (SQLite's changes() is the count of the most
   // recently completed statement; the three run in order inside one transaction).
   Batch b;
   b.Add(
-      "UPDATE jobs SET lease_expires_at = ?, step_done = MAX(step_done, ?), updated_at = ? "
-      "WHERE " +
-          guard + " RETURNING lease_expires_at",
-      Cat({expires, step, now}, gp));
+      "UPDATE jobs SET lease_expires_at = ?, progress_at = CASE WHEN ? > step_done THEN ? ELSE "
+      "progress_at END, step_done = MAX(step_done, ?), updated_at = ? WHERE " +
+          guard + " AND NOT " + stuck + " RETURNING lease_expires_at",
+      Cat(Cat({expires, step, now, step, now}, gp), sp));
   b.Add(
       "UPDATE segments SET first_heartbeat_at = COALESCE(first_heartbeat_at, ?), "
       "last_heartbeat_at = ?, heartbeats = heartbeats + 1, step_end = MAX(step_end, ?), "
@@ -70,10 +82,25 @@ Plan HandleHeartbeat(CtxPtr ctx) {
       {now, now, step, has_loss ? SqlValue(loss) : SqlValue::Null(), ctx->args[0], epoch});
   // Only a heartbeat that held the lease counts as a sign of life (a 409 changes nothing).
   b.Add("UPDATE nodes SET last_seen_at = ? WHERE id = ? AND changes() = 1", {now, ctx->caller.id});
+  // Statements 3-7: the watchdog ends a lease without progress (nothing when it progressed).
+  const std::string reason = "no progress: the step did not advance past " + std::to_string(step) +
+                             " within " + std::to_string(int64_t(ctx->config->progress_timeout_s)) +
+                             " s (progress-timeout)";
+  AddLeaseFailure(*ctx, Fence{guard + " AND " + stuck, Cat(gp, sp)}, epoch, reason, "no_progress",
+                  "(SELECT MIN(?, COALESCE(progress_at, ?) + ?) FROM jobs WHERE id = ?)",
+                  {now, now, window, ctx->args[0]}, &b);
   return Plan::Run(std::move(b), [ctx, epoch, step](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     if (!res.results[0].empty()) {
       return RespondLeaseRenewed(*ctx, res.results[0].Get(0, "lease_expires_at").AsInt());
+    }
+    if (!res.results[7].empty()) {
+      return Plan::Respond(ErrorResponse(
+          409, "no_progress",
+          "the lease ended: the step did not advance within " +
+              std::to_string(int64_t(ctx->config->progress_timeout_s)) +
+              " s (the operator's progress-timeout); the job went back to the queue (" +
+              res.results[7].Get(0, "state").AsText() + ")"));
     }
     // Nothing changed: read the job to say why (only then, so the common case writes only).
     Batch why;
@@ -224,9 +251,10 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
       Cat(Cat({step, step, job, epoch}, np), rp));
   b.Add(
       "UPDATE jobs SET ckpt_step = ?, ckpt_key = ?, ckpt_sha256 = ?, ckpt_size = ?, "
-      "ckpt_committed_at = ?, step_done = MAX(step_done, ?), updated_at = ? WHERE " +
+      "ckpt_committed_at = ?, progress_at = CASE WHEN ? > step_done THEN ? ELSE progress_at "
+      "END, step_done = MAX(step_done, ?), updated_at = ? WHERE " +
           newer + " AND " + row + " RETURNING ckpt_step",
-      Cat(Cat({step, key, sha, size, now, step, now}, np), rp));
+      Cat(Cat({step, key, sha, size, now, step, now, step, now}, np), rp));
   const std::string needed =
       " AND NOT EXISTS (SELECT 1 FROM verifications v WHERE v.job_id = checkpoints.job_id AND "
       "v.state IN ('pending', 'running') AND checkpoints.step IN (v.step_from, v.step))";

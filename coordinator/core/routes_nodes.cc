@@ -13,8 +13,22 @@ namespace gleaner::core {
 // the stored hash, or the node predates node secrets and holds no live lease (it then adopts a
 // fresh secret). Anyone else, including another agent that holds the enroll token, gets 409
 // and changes nothing: the enroll token alone never takes over a node or its lease.
+// A new machine_id is refused (403 node_limit) while its enroll key has as many registered,
+// unrevoked nodes as its cap (the key's max_nodes, else the enroll-max-nodes setting; 0: no
+// limit): counted inside the INSERT's own condition, so concurrent registrations cannot pass
+// it together. Operator keys have no cap; a known machine_id registering again is not counted.
 // A new node remembers the key that registered it; it starts quarantined when an operator
 // quarantined another node of that key with extend_to_enroll_key (a replacement identity).
+namespace {
+// The registration adds no identity (machine_id ?2 is known), or the key ?10 is not an enroll
+// key, or it has fewer unrevoked nodes than its cap (max_nodes, else ?11; 0: no limit).
+const char* const kUnderNodeCap =
+    "(EXISTS (SELECT 1 FROM nodes WHERE machine_id = ?2) OR NOT EXISTS (SELECT 1 FROM api_keys "
+    "k WHERE k.id = ?10 AND k.role = 'enroll' AND COALESCE(k.max_nodes, ?11) > 0 AND (SELECT "
+    "count(*) FROM nodes n WHERE n.enroll_key_id = ?10 AND n.revoked_at IS NULL) >= "
+    "COALESCE(k.max_nodes, ?11)))";
+}  // namespace
+
 Plan HandleRegisterNode(CtxPtr ctx) {
   FieldReader r(ctx->body);
   static const char* const kFields[] = {"machine_id", "gpu", "agent_version", "node_secret",
@@ -48,24 +62,45 @@ Plan HandleRegisterNode(CtxPtr ctx) {
       "CASE WHEN q.id IS NULL THEN NULL ELSE 'replacement of quarantined node ' || q.id || "
       "' (same enroll key)' END, CASE WHEN q.id IS NULL THEN NULL ELSE ?8 END "
       "FROM (SELECT 1) LEFT JOIN (SELECT id FROM nodes WHERE enroll_key_id = ?10 AND "
-      "quarantine_extends = 1 AND state = 'quarantined' LIMIT 1) q ON 1 WHERE 1 "
-      "ON CONFLICT (machine_id) DO UPDATE SET token_hash = excluded.token_hash, "
-      "secret_hash = COALESCE(nodes.secret_hash, excluded.secret_hash), "
-      "gpu_name = excluded.gpu_name, vram_mb = excluded.vram_mb, "
-      "agent_version = excluded.agent_version, last_seen_at = excluded.last_seen_at "
-      "WHERE nodes.revoked_at IS NULL AND (nodes.secret_hash = ?9 OR (nodes.secret_hash IS NULL "
-      "AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.node_id = nodes.id AND "
-      "jobs.state = 'running' AND jobs.lease_expires_at >= ?8))) "
-      "RETURNING id, state, secret_hash",
+      "quarantine_extends = 1 AND state = 'quarantined' LIMIT 1) q ON 1 WHERE " +
+          std::string(kUnderNodeCap) +
+          " "
+          "ON CONFLICT (machine_id) DO UPDATE SET token_hash = excluded.token_hash, "
+          "secret_hash = COALESCE(nodes.secret_hash, excluded.secret_hash), "
+          "gpu_name = excluded.gpu_name, vram_mb = excluded.vram_mb, "
+          "agent_version = excluded.agent_version, last_seen_at = excluded.last_seen_at "
+          "WHERE nodes.revoked_at IS NULL AND (nodes.secret_hash = ?9 OR (nodes.secret_hash IS "
+          "NULL "
+          "AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.node_id = nodes.id AND "
+          "jobs.state = 'running' AND jobs.lease_expires_at >= ?8))) "
+          "RETURNING id, state, secret_hash",
       {id, machine_id, Sha256Hex(token), fresh_hash, gpu_name, vram_mb, agent_version, ctx->now(),
-       given, ctx->caller.id});
+       given, ctx->caller.id, ctx->config->enroll_max_nodes});
   b.Add("SELECT revoked_at FROM nodes WHERE machine_id = ?", {machine_id});
+  b.Add(
+      "SELECT COALESCE(k.max_nodes, ?) AS cap, (SELECT count(*) FROM nodes n WHERE "
+      "n.enroll_key_id = k.id AND n.revoked_at IS NULL) AS active FROM api_keys k WHERE k.id = ? "
+      "AND k.role = 'enroll'",
+      {ctx->config->enroll_max_nodes, ctx->caller.id});
   return Plan::Run(
-      std::move(b), [token, fresh_secret, fresh_hash, machine_id](BatchResult res) -> Plan {
+      std::move(b), [ctx, token, fresh_secret, fresh_hash, machine_id](BatchResult res) -> Plan {
         if (!res.status.ok()) return DbFail(res.status);
         const Rows& row = res.results[0];
         if (row.empty()) {
           const Rows& known = res.results[1];
+          const Rows& cap = res.results[2];
+          if (known.empty() && !cap.empty()) {
+            const std::string key = ctx->caller.id;
+            return Plan::Respond(ErrorResponse(
+                403, "node_limit",
+                "enroll key " + key + " already has " +
+                    std::to_string(cap.Get(0, "active").AsInt()) +
+                    " registered nodes that are not revoked, its limit of " +
+                    std::to_string(cap.Get(0, "cap").AsInt()) +
+                    "; an operator can raise it (PATCH /v1/keys/" + key +
+                    " {\"max_nodes\": N}, or the enroll-max-nodes setting) or revoke nodes it "
+                    "no longer uses"));
+          }
           if (!known.empty() && !known.Get(0, "revoked_at").is_null()) {
             return Plan::Fail(Status(Code::kPermissionDenied,
                                      "the node of machine_id " + machine_id +

@@ -15,6 +15,12 @@
 // is overdue: for a verifying node it goes ahead of queued jobs (the job claim is guarded by
 // "no overdue replay this node may take"), so a full queue cannot hold checks back for ever.
 //
+// One lease per node: a node that holds a live lease (a running job assigned to it, or a
+// running verification, whose lease has not expired) gets nothing more; the condition is part of
+// both claims' statements. It gets 204 with Retry-After and a Gleaner-Lease-Held header naming
+// the lease it holds ("job <id>" or "verification <id>"). An expired lease of its own does not
+// count: the node may take that job back as a stalled one.
+//
 // POST /v1/jobs/{id}/downloads (lease holder): the claim's download URLs, minted again.
 #include "coordinator/core/blob_urls.h"
 #include "coordinator/core/ids.h"
@@ -133,7 +139,14 @@ const char* const kVerificationOpenToNode =
     "?2)) AND j.state IN ('pending', 'running', 'completed') AND j.min_vram_mb <= (SELECT "
     "n.vram_mb FROM nodes n WHERE n.id = ?2 AND n.state = 'active')";
 
-// Statements 5-7 of the claim batch: claim the oldest open verification this node may take
+// The node ?2 holds no live lease at ?3: no running job and no running verification assigned to
+// it whose lease has not expired (jobs_running_node, verifications_running_node).
+const char* const kNoLiveLease =
+    "NOT EXISTS (SELECT 1 FROM jobs h WHERE h.node_id = ?2 AND h.state = 'running' AND "
+    "h.lease_expires_at >= ?3) AND NOT EXISTS (SELECT 1 FROM verifications hv WHERE "
+    "hv.node_id = ?2 AND hv.state = 'running' AND hv.lease_expires_at >= ?3)";
+
+// Statements 6-8 of the claim batch: claim the oldest open verification this node may take
 // unless the batch claimed a job; read it with its job; its job's input sizes. Parameters as in
 // the claim: ?1 nonce, ?2 node, ?3 now, ?4 expiry.
 void AddVerificationClaim(const CtxPtr& ctx, const std::string& nonce, Batch* b) {
@@ -145,8 +158,10 @@ void AddVerificationClaim(const CtxPtr& ctx, const std::string& nonce, Batch* b)
       "gpu_name = (SELECT gpu_name FROM nodes WHERE id = ?2), usd_per_hour = "
       "COALESCE((SELECT p.usd_per_hour FROM prices p, nodes n WHERE n.id = ?2 AND p.gpu = "
       "n.gpu_name), (SELECT p.usd_per_hour FROM prices p WHERE p.gpu = '*'), 0) "
-      "WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE lease_nonce = ?1) AND id = ("
-      "SELECT v.id FROM verifications v JOIN jobs j ON j.id = v.job_id WHERE " +
+      "WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE lease_nonce = ?1) AND " +
+          std::string(kNoLiveLease) +
+          " AND id = ("
+          "SELECT v.id FROM verifications v JOIN jobs j ON j.id = v.job_id WHERE " +
           std::string(kVerificationOpenToNode) + " ORDER BY v.created_at, v.id LIMIT 1)",
       {nonce, ctx->caller.id, now, expires});
   b->Add(
@@ -206,12 +221,14 @@ Plan HandleWork(CtxPtr ctx) {
   b.Add(
       "UPDATE jobs SET state = 'running', lease_epoch = lease_epoch + 1, lease_nonce = ?1, "
       "node_id = ?2, lease_expires_at = ?4, attempts = attempts + 1, updated_at = ?3, "
-      "first_started_at = COALESCE(first_started_at, ?3), step_done = COALESCE(ckpt_step, 0) "
-      "WHERE id = COALESCE("
-      // INDEXED BY: otherwise SQLite walks every running job in queue order (jobs_queue) to
-      // find the expired ones; expired leases are few, sorting them is cheap.
-      "(SELECT j.id FROM jobs j INDEXED BY jobs_leases WHERE j.state = 'running' AND "
-      "j.lease_expires_at < ?3 AND " +
+      "first_started_at = COALESCE(first_started_at, ?3), step_done = COALESCE(ckpt_step, 0), "
+      "progress_at = ?3 WHERE " +
+          std::string(kNoLiveLease) +
+          " AND id = COALESCE("
+          // INDEXED BY: otherwise SQLite walks every running job in queue order (jobs_queue) to
+          // find the expired ones; expired leases are few, sorting them is cheap.
+          "(SELECT j.id FROM jobs j INDEXED BY jobs_leases WHERE j.state = 'running' AND "
+          "j.lease_expires_at < ?3 AND " +
           eligible +
           " ORDER BY j.priority DESC, j.created_at, j.id LIMIT 1), "
           "(SELECT j.id FROM jobs j WHERE j.state = 'pending' AND " +
@@ -237,18 +254,28 @@ Plan HandleWork(CtxPtr ctx) {
       {nonce, node, config.heartbeat_interval_s, now});
   b.Add("UPDATE nodes SET last_seen_at = ? WHERE id = ?", {now, node});
   b.Add(InputSizesSql("j.lease_nonce = ?"), {nonce});
+  // The live lease that kept this node from a claim, if any (only to say so in the 204).
+  b.Add(
+      "SELECT 'job ' || id AS lease FROM jobs WHERE node_id = ?2 AND state = 'running' AND "
+      "lease_expires_at >= ?3 AND lease_nonce IS NOT ?1 UNION ALL SELECT 'verification ' || id "
+      "FROM verifications WHERE node_id = ?2 AND state = 'running' AND lease_expires_at >= ?3 "
+      "AND lease_nonce IS NOT ?1 LIMIT 1",
+      {nonce, node, now});
   if (verify) AddVerificationClaim(ctx, nonce, &b);
   return Plan::Run(std::move(b), [ctx, verify](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     const CoreConfig& config = *ctx->config;
     const Rows& job = res.results[0];
-    if (job.empty() && verify && !res.results[6].empty()) {
-      return RespondVerificationClaim(*ctx, res.results[6], res.results[7]);
+    if (job.empty() && verify && !res.results[7].empty()) {
+      return RespondVerificationClaim(*ctx, res.results[7], res.results[8]);
     }
     if (job.empty()) {
       HttpResponse resp = HttpResponse::NoContent();
       resp.headers.emplace_back("Retry-After",
                                 std::to_string(int64_t(config.retry_after_s + 0.999)));
+      const Rows& held = res.results[5];
+      if (!held.empty())
+        resp.headers.emplace_back("Gleaner-Lease-Held", held.Get(0, "lease").AsText());
       return Plan::Respond(std::move(resp));
     }
     return RespondJson(200, ClaimJson(*ctx, job, res.results[4]));

@@ -68,6 +68,10 @@ const std::vector<Setting>& CoreSettings() {
       {"verify-max-wait", K::kSeconds, 0, kBigSeconds,
        "seconds a replay waits for an idle verifying node before it goes ahead of queued jobs",
        SECONDS(verify_max_wait_s)},
+      {"progress-timeout", K::kSeconds, 0, kBigSeconds,
+       "seconds a job lease may go without its step advancing (from its start too) before it "
+       "ends as a failure of its node, unbilled beyond; 0 = off",
+       SECONDS(progress_timeout_s)},
       {"public-url", K::kString, 0, 0,
        "base URL clients use to reach this coordinator (blob URLs are built on it)",
        [](CoreConfig* c, const SettingValue& v) {
@@ -119,6 +123,13 @@ const std::vector<Setting>& CoreSettings() {
       {"enroll-rate-limit", K::kRate, 0, 0,
        "requests per second : burst per enroll key (node registrations), or off",
        RATE(enroll_rate)},
+      {"enroll-address-rate-limit", K::kRate, 0, 0,
+       "requests per second : burst per client address for enroll-key node registrations, or off",
+       RATE(enroll_address_rate)},
+      {"enroll-max-nodes", K::kInt, 0, kNoMax,
+       "nodes one enroll key may have registered and not revoked, unless the key sets its own "
+       "max_nodes; 0 = no limit",
+       INTEGER(enroll_max_nodes, int64_t)},
       {"max-active-jobs", K::kInt, 0, kNoMax,
        "pending + running jobs a developer key may hold; 0 = no limit",
        INTEGER(max_active_jobs, int64_t)},

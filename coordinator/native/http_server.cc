@@ -116,6 +116,7 @@ void PlanHandler::OnRequest(HttpConn* c) {
   r.body = std::move(c->body);
   r.now_ms = blob_deps_.clock->NowMs();
   r.entropy = RandomBytes(32);
+  r.client_addr = c->peer_addr;
   c->meta.request_id = NewRequestId();
   r.request_id = c->meta.request_id;
   Advance(c, std::make_shared<core::Plan>(coord_->Handle(r)));

@@ -307,16 +307,44 @@ test("claim order: priority first, then age; requirements and quarantine are res
     const low = expectOk(await dev.submit(synthetic(5)), 201);
     const high = expectOk(await dev.submit(synthetic(5, { priority: 10 })), 201);
     const big = expectOk(await dev.submit(synthetic(5, { priority: 20, requirements: { min_vram_mb: 80000 } })), 201);
+    // One lease per node: three small nodes, the third finds only the job it cannot run.
     const small = await newNode(8000, "RTX 3070");
+    const small2 = await newNode(8000, "RTX 3070");
+    const small3 = await newNode(8000, "RTX 3070");
     assert.equal(expectOk(await claim(small)).job.id, high.id);
-    assert.equal(expectOk(await claim(small)).job.id, low.id);
-    assert.equal((await claim(small)).status, 204);
+    assert.equal(expectOk(await claim(small2)).job.id, low.id);
+    assert.equal((await claim(small3)).status, 204);
 
     const quarantined = await newNode(96000, "H100");
     expectOk(await call("POST", `/v1/nodes/${quarantined.id}/quarantine`, { token: opToken, body: { reason: "test" } }));
     assert.equal((await claim(quarantined)).status, 204);
     expectOk(await call("POST", `/v1/nodes/${quarantined.id}/restore`, { token: opToken, body: {} }));
     assert.equal(expectOk(await claim(quarantined)).job.id, big.id);
+  } finally {
+    await dev.cleanup();
+  }
+});
+
+test("one lease per node: six claims from one node get one job; finishing it frees the node", async () => {
+  const dev = developer();
+  try {
+    const jobs = [];
+    for (let i = 0; i < 5; i++) jobs.push(expectOk(await dev.submit(synthetic(5)), 201).id);
+    const node = await newNode();
+    const first = expectOk(await claim(node));
+    for (let i = 0; i < 5; i++) {
+      const again = await claim(node);
+      assert.equal(again.status, 204, again.text);
+      assert.equal(again.headers.get("gleaner-lease-held"), `job ${first.job.id}`);
+    }
+    const running = [];
+    for (const id of jobs) {
+      if (expectOk(await call("GET", `/v1/jobs/${id}`, { token: opToken })).state === "running") running.push(id);
+    }
+    assert.deepEqual(running, [first.job.id]);
+    expectOk(await call("POST", `/v1/jobs/${first.job.id}/release`, { token: node.token, body: { epoch: first.lease.epoch } }));
+    const next = expectOk(await claim(node));
+    assert.ok(jobs.includes(next.job.id));
   } finally {
     await dev.cleanup();
   }
@@ -1047,6 +1075,74 @@ test("limits: 429 + Retry-After per token, recovery after the refill; too_many_j
     const second = await call("POST", `${b}/v1/jobs`, { token: submitter, body: job });
     assert.equal(second.status, 429);
     assert.equal(second.json.error.code, "too_many_jobs");
+  } finally {
+    await limited.stop();
+  }
+});
+
+test("progress watchdog: a lease whose step does not advance ends, the job is queued again", { skip: !!external }, async () => {
+  const limited = await startTarget(targetKind, { bin: flag("--bin"), env: { GLEANER_PROGRESS_TIMEOUT: "1.5" } });
+  try {
+    const b = limited.base;
+    const op = limited.operatorToken;
+    const key = async (role) => expectOk(await call("POST", `${b}/v1/keys`, { token: op, body: { role, name: role } }), 201).token;
+    const enroll = await key("enroll");
+    const register = async (m) => expectOk(await call("POST", `${b}/v1/nodes/register`, {
+      token: enroll, body: { machine_id: m, gpu: { name: "RTX 4090", vram_mb: 24000 }, agent_version: "0.1.0" },
+    }));
+    const stuck = await register("stuck");
+    const other = await register("other");
+    const dev = await key("developer");
+    const job = expectOk(await call("POST", `${b}/v1/jobs`, { token: dev, body: synthetic(10) }), 201);
+    const w = expectOk(await call("POST", `${b}/v1/work`, { token: stuck.token, body: {} }));
+    const hb = (step) => call("POST", `${b}/v1/jobs/${job.id}/heartbeat`, { token: stuck.token, body: { epoch: w.lease.epoch, step } });
+    expectOk(await hb(0));
+    await new Promise((r) => setTimeout(r, 1800));
+    expectError(await hb(0), 409, "no_progress");
+    expectError(await hb(0), 409);
+    const got = expectOk(await call("GET", `${b}/v1/jobs/${job.id}`, { token: op }));
+    assert.equal(got.state, "pending");
+    assert.equal(got.failures, 1);
+    const events = expectOk(await call("GET", `${b}/v1/jobs/${job.id}/events`, { token: op }));
+    assert.equal(events.segments[0].end_reason, "no_progress");
+    assert.equal((await call("POST", `${b}/v1/work`, { token: stuck.token, body: {} })).status, 204);
+    assert.equal(expectOk(await call("POST", `${b}/v1/work`, { token: other.token, body: {} })).job.id, job.id);
+    const cost = expectOk(await call("GET", `${b}/v1/reports/cost?group_by=job`, { token: op }));
+    assert.equal(cost.totals.billable_seconds, TIMING.heartbeat_interval_s, "one heartbeat billed");
+  } finally {
+    await limited.stop();
+  }
+});
+
+test("registration limits: a cap of nodes per enroll key an operator raises; per-address rate", { skip: !!external }, async () => {
+  const env = { GLEANER_ENROLL_MAX_NODES: "2", GLEANER_ENROLL_ADDRESS_RATE_LIMIT: "0.01:5" };
+  const limited = await startTarget(targetKind, { bin: flag("--bin"), env });
+  try {
+    const b = limited.base;
+    const op = limited.operatorToken;
+    const mint = async () => expectOk(await call("POST", `${b}/v1/keys`, { token: op, body: { role: "enroll", name: "fleet" } }), 201);
+    // The edge reads the client's address from CF-Connecting-IP, the native shell from the socket
+    // (it ignores the header): either way every request here comes from one address.
+    const register = (key, m) => call("POST", `${b}/v1/nodes/register`, {
+      token: key, headers: { "cf-connecting-ip": "203.0.113.9" },
+      body: { machine_id: m, gpu: { name: "RTX 4090", vram_mb: 24000 }, agent_version: "0.1.0" },
+    });
+    const a = await mint();
+    const other = await mint();
+    expectOk(await register(a.token, `a1-${uid()}`));
+    expectOk(await register(a.token, `a2-${uid()}`));
+    const over = await register(a.token, `a3-${uid()}`);
+    expectError(over, 403, "node_limit");
+    assert.match(over.json.error.message, /max_nodes/);
+    expectOk(await register(other.token, `b1-${uid()}`));
+    const raised = expectOk(await call("PATCH", `${b}/v1/keys/${a.id}`, { token: op, body: { max_nodes: 3 } }));
+    assert.equal(raised.max_nodes, 3);
+    expectOk(await register(a.token, `a3-${uid()}`));
+    // Five registrations from this address so far: the sixth waits, whichever key.
+    const limitedAddr = await register(other.token, `b2-${uid()}`);
+    expectError(limitedAddr, 429, "rate_limited");
+    assert.match(limitedAddr.json.error.message, /address/);
+    assert.ok(Number(limitedAddr.headers.get("retry-after")) >= 1);
   } finally {
     await limited.stop();
   }

@@ -39,6 +39,7 @@ export async function startTarget(
   for (const role of ["developer", "node", "operator", "enroll"]) {
     env[`GLEANER_${role.toUpperCase()}_RATE_LIMIT`] ??= "off";
   }
+  env.GLEANER_ENROLL_ADDRESS_RATE_LIMIT ??= "off";
   let args;
   let command;
   if (kind === "native") {

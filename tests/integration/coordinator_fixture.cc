@@ -41,11 +41,14 @@ CoordinatorProcess::CoordinatorProcess(std::string dir, CoordinatorOptions optio
   // Test clients poll, and test agents heartbeat, far faster than production ones, and some
   // tests submit thousands of jobs: no rate or active-job limits unless the test asks (its
   // flags, or its own values of these variables, win).
-  const std::pair<const char*, const char*> unlimited[] = {{"GLEANER_DEVELOPER_RATE_LIMIT", "off"},
-                                                           {"GLEANER_NODE_RATE_LIMIT", "off"},
-                                                           {"GLEANER_OPERATOR_RATE_LIMIT", "off"},
-                                                           {"GLEANER_ENROLL_RATE_LIMIT", "off"},
-                                                           {"GLEANER_MAX_ACTIVE_JOBS", "0"}};
+  const std::pair<const char*, const char*> unlimited[] = {
+      {"GLEANER_DEVELOPER_RATE_LIMIT", "off"},
+      {"GLEANER_NODE_RATE_LIMIT", "off"},
+      {"GLEANER_OPERATOR_RATE_LIMIT", "off"},
+      {"GLEANER_ENROLL_RATE_LIMIT", "off"},
+      {"GLEANER_ENROLL_ADDRESS_RATE_LIMIT", "off"},
+      {"GLEANER_ENROLL_MAX_NODES", "0"},
+      {"GLEANER_MAX_ACTIVE_JOBS", "0"}};
   for (const auto& [var, value] : unlimited) {
     bool set = false;
     for (const auto& kv : options_.env) set = set || kv.first == var;

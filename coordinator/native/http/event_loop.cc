@@ -190,9 +190,33 @@ void EventLoop::Impl::Post(Completion c) {
   }
 }
 
+namespace {
+// The text of an accepted peer's address ("127.0.0.1", "2001:db8::1"; an IPv4-mapped IPv6
+// address as IPv4), "" for other families.
+std::string PeerAddress(const sockaddr_storage& peer) {
+  char buf[INET6_ADDRSTRLEN] = {0};
+  if (peer.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&peer);
+    if (::inet_ntop(AF_INET, &in->sin_addr, buf, sizeof buf) == nullptr) return "";
+  } else if (peer.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&peer);
+    if (::inet_ntop(AF_INET6, &in6->sin6_addr, buf, sizeof buf) == nullptr) return "";
+    std::string text = buf;
+    if (text.rfind("::ffff:", 0) == 0 && text.find('.') != std::string::npos) return text.substr(7);
+    return text;
+  } else {
+    return "";
+  }
+  return buf;
+}
+}  // namespace
+
 void EventLoop::Impl::Accept() {
   for (int i = 0; i < 256; ++i) {
-    int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_storage peer{};
+    socklen_t peer_len = sizeof peer;
+    int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer), &peer_len,
+                       SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR) continue;
       if ((errno == EMFILE || errno == ENFILE) && spare_fd >= 0) {
@@ -220,6 +244,7 @@ void EventLoop::Impl::Accept() {
       continue;
     }
     c->idle_since_ms = c->progress_ms = now;
+    c->peer_addr = PeerAddress(peer);
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
     ev.data.ptr = c;

@@ -36,6 +36,7 @@ struct HttpConn {
   std::string out;  // response bytes not written yet (from out_pos)
   size_t out_pos = 0;
 
+  std::string peer_addr;       // the client's address as accepted ("" if not IP)
   RequestMeta meta;            // of the request being handled
   std::string body;            // the request's body, once read (kWaiting)
   int64_t max_body = 0;        // the handler's limit for this request's body

@@ -48,6 +48,8 @@ const { Miniflare } = await import(pathToFileURL(join(mfDir, "dist", "src", "ind
 const operatorToken = "op_bench_0123456789abcdef";
 const config = { "heartbeat-interval": 30, "stall-after": 3600, "max-active-jobs": 100000000 };
 for (const role of ["developer", "node", "operator", "enroll"]) config[`${role}-rate-limit`] = "off";
+config["enroll-address-rate-limit"] = "off";
+config["enroll-max-nodes"] = 0;
 
 const dir = mkdtempSync(join(tmpdir(), "gleaner-edge-bench-"));
 const edgeModules = [

@@ -45,12 +45,14 @@ async function pool(n, worker) {
 try {
   const op = target.operatorToken;
   const dev = (await call("POST", "/v1/keys", op, { role: "developer", name: "load" }, [201])).json.token;
-  const enroll = (await call("POST", "/v1/keys", op, { role: "enroll", name: "load" }, [201])).json.token;
-  const nodes = [];
-  for (let i = 0; i < clients; i++) {
+  // One lease per node: one node per job (max_nodes 0: the key has no cap on its nodes); client
+  // i drives nodes i, i + C, i + 2C, ...
+  const enroll = (await call("POST", "/v1/keys", op, { role: "enroll", name: "load", max_nodes: 0 }, [201])).json.token;
+  const nodes = Array.from({ length: clients }, () => []);
+  for (let i = 0; i < jobs; i++) {
     const r = await call("POST", "/v1/nodes/register", enroll,
       { machine_id: `load-${i}-${Date.now()}`, gpu: { name: "RTX 4090", vram_mb: 24000 }, agent_version: "load" }, [200]);
-    nodes.push(r.json.token);
+    nodes[i % clients].push(r.json.token);
   }
   const spec = { kind: "synthetic", params: { steps: 1000, step_ms: 1, checkpoint_every: 100, seed: 1 } };
 
@@ -68,10 +70,10 @@ try {
   const leases = Array.from({ length: clients }, () => []);
   t0 = performance.now();
   await pool(clients, async (i) => {
-    for (;;) {
-      const r = await call("POST", "/v1/work", nodes[i], {}, [200, 204]);
+    for (const token of nodes[i]) {
+      const r = await call("POST", "/v1/work", token, {}, [200, 204]);
       if (r.status === 204) return;
-      leases[i].push({ id: r.json.job.id, epoch: r.json.lease.epoch });
+      leases[i].push({ id: r.json.job.id, epoch: r.json.lease.epoch, token });
     }
   });
   const claimS = (performance.now() - t0) / 1000;
@@ -90,7 +92,7 @@ try {
     while (performance.now() < until && leases[i].length) {
       const l = leases[i][k++ % leases[i].length];
       if (k % leases[i].length === 0) step++;
-      await call("POST", `/v1/jobs/${l.id}/heartbeat`, nodes[i], { epoch: l.epoch, step }, [200]);
+      await call("POST", `/v1/jobs/${l.id}/heartbeat`, l.token, { epoch: l.epoch, step }, [200]);
       beats++;
     }
   });

@@ -118,6 +118,8 @@ const Cell kTable[] = {
     {"POST", "/v1/keys", {201, 403, 403, 403, 403, 403}},
     {"GET", "/v1/keys", {200, 403, 403, 403, 403, 403}},
     {"POST", "/v1/keys/{key}/revoke", {200, 403, 403, 403, 403, 403}},
+    // {key} is a developer key: max_nodes is for enroll keys (400 once the role passed).
+    {"PATCH", "/v1/keys/{key}", {400, 403, 403, 403, 403, 403}},
     {"POST", "/v1/nodes/register", {200, 403, 403, 403, 403, 200}},
     {"GET", "/v1/nodes", {200, 403, 403, 403, 403, 403}},
     {"POST", "/v1/nodes/{node}/quarantine", {200, 403, 403, 403, 403, 403}},
@@ -161,6 +163,7 @@ const Cell kTable[] = {
 // A body that the route accepts from a caller allowed to make the call.
 Json BodyFor(const World& w, const std::string& pattern, Caller c) {
   if (pattern == "/v1/keys") return {{"role", "developer"}, {"name", "acl"}};
+  if (pattern == "/v1/keys/{key}") return {{"max_nodes", 5}};
   if (pattern == "/v1/nodes/register") {
     return {{"machine_id", std::string("m-") + kCallerNames[c]},
             {"gpu", {{"name", "RTX 4090"}, {"vram_mb", 24000}}},

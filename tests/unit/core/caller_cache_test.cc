@@ -75,7 +75,7 @@ TEST_CASE("node state and re-registration are seen at once through the cache", "
   NodeRef node = env.Node("m1");
   env.Submit(dev);
   env.Submit(dev);
-  env.ClaimedJob(node);  // remembered as active
+  std::string first = env.ClaimedJob(node);  // remembered as active
 
   REQUIRE(env.Post("/v1/nodes/" + node.id + "/quarantine", env.operator_token, {{"reason", "test"}})
               .status == 200);
@@ -83,6 +83,8 @@ TEST_CASE("node state and re-registration are seen at once through the cache", "
   CHECK(q.status == 204);
   CHECK(q.Header("Gleaner-Node-State") == "quarantined");
   CHECK(env.Scalar("SELECT count(*) FROM jobs WHERE state = 'pending'") == 1);
+  // A quarantined node may finish its lease (one lease per node: it must, to claim again).
+  REQUIRE(env.Complete(node, first, 1).status == 200);
 
   // Remembered as quarantined; the handler answers without a batch, so the token is looked up.
   REQUIRE(env.Post("/v1/nodes/" + node.id + "/restore", env.operator_token).status == 200);
@@ -92,7 +94,7 @@ TEST_CASE("node state and re-registration are seen at once through the cache", "
   NodeRef again = env.Node("m1", 8000, "RTX 3060");
   CHECK(env.Claim(node).status == 401);
   core::Caller c;
-  REQUIRE(env.Claim(again).status == 204);  // no job is left
+  REQUIRE(env.Claim(again).status == 204);  // no job is left (and it holds a lease)
   CHECK(callers.Find(Sha256Hex(again.token), &c));
   CHECK(c.vram_mb == 8000);
 }
