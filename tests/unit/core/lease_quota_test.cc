@@ -151,6 +151,7 @@ TEST_CASE("quota: maintenance collects uncommitted objects after the grace, neve
           "[quota][hygiene]") {
   CoreConfig config = TestConfig();
   config.uncommitted_grace_s = 3600;
+  config.progress_timeout_s = 0;  // the lease is held an hour at one step on purpose
   TestEnv env(config);
   const std::string job = env.Submit(env.Developer(), 100);
   NodeRef first = env.Node("first"), second = env.Node("second");
@@ -194,6 +195,7 @@ TEST_CASE("quota: with S3 the minted keys are collected, and a collected one is 
   config.s3.bucket = "bucket";
   config.s3.access_key_id = "AKIDEXAMPLE";
   config.s3.secret_access_key = "secret";
+  config.progress_timeout_s = 0;  // the lease is held an hour at one step on purpose
   TestEnv env(config);
   const std::string job = env.Submit(env.Developer(), 100);
   NodeRef node = env.Node("pc");
