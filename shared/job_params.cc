@@ -23,6 +23,24 @@ bool Enum(FieldReader& r, const char* key, const char* const* allowed, std::stri
   return r.Fail(std::string("params.") + key + " must be one of: " + list);
 }
 
+// The upper bounds of the memory-deciding params (job_params.h), from what a 24 GB card holds.
+// Fixed costs on such a card with the largest supported model, SDXL (2.57e9 UNet parameters):
+// the frozen UNet in fp16 is 5.1 GB and its two text encoders (8.2e8 parameters) 1.6 GB, which
+// leaves about 17 GB for LoRA, activations and sampling.
+//  - rank <= 256: SDXL's attention projections take 1.45e6 LoRA parameters per unit of rank
+//    (sum over its 70 transformer blocks of 14·C + 2·2048 at C = 640 and 1280), each with an
+//    fp32 value, gradient and two AdamW moments (16 bytes): rank 256 is 3.7e8 parameters, 5.9 GB;
+//    rank 1024 would be 24 GB for the adapters alone. (SD 1.5: 2.0e5 per rank, 0.8 GB at 256.)
+//  - batch_size <= 64: SD 1.5's smallest useful training size is 256 px (32x32 latents); with
+//    gradient checkpointing and bf16 one sample keeps about 0.17 GB of activations there
+//    (lora_sd/memory_estimate.cc), so 17 GB / 0.17 GB is about 100 samples; 64 leaves room for
+//    the allocator. Larger effective batches take gradient_accumulation (time, not memory).
+//  - sample_resolution <= 2048: sampling SDXL at 2048 px attends over 128x128 = 16384 tokens at
+//    its first attention level; the explicit kernel's scores for classifier-free guidance are
+//    2 · 10 heads · 16384² · 2 bytes = 10.7 GB, which fits beside the 6.7 GB of weights; 4096 px
+//    would be 16x that (172 GB). SD 1.5 attends at the full latent size, so at 2048 px it needs
+//    the fused kernel; a node checks that against its own memory before it starts.
+// steps, sample_steps and gradient_accumulation cost time, not memory: their bounds stay wide.
 bool IntField(FieldReader& r, const char* key, int64_t min, int64_t max, int64_t def, Json* out) {
   int64_t v = def;
   if (!r.Int(key, &v, false, min, max)) return false;
@@ -86,8 +104,9 @@ bool SampleFields(FieldReader& r, const Json& params, int64_t steps, int64_t che
   NumField(r, "guidance_scale", 0, 100, 7.5, out);
   IntField(r, "sample_seed", 0, kMaxSafeInteger, seed, out);
   int64_t res = 512;
-  if (r.Int("sample_resolution", &res, false, 8, 4096) && res % 8 != 0) {
-    return r.Fail("params.sample_resolution must be a multiple of 8 in [8, 4096]");
+  if (r.Int("sample_resolution", &res, false, 8, kMaxSampleResolution) && res % 8 != 0) {
+    return r.Fail("params.sample_resolution must be a multiple of 8 in [8, " +
+                  std::to_string(kMaxSampleResolution) + "]");
   }
   (*out)["sample_resolution"] = res;
   return r.ok();
@@ -179,9 +198,9 @@ Result<LoraSdParams> LoraSdParams::Parse(const Json& params) {
   r.OnlyKeys(kKeys);
   r.Int("steps", &p.steps, true, 1, kMaxJobSteps);
   if (!r.ok()) return r.status();
-  r.Int("batch_size", &p.batch_size, false, 1, 1024);
+  r.Int("batch_size", &p.batch_size, false, 1, kMaxBatchSize);
   r.Number("learning_rate", &p.learning_rate, false, 1e-12, 1.0);
-  r.Int("rank", &p.rank, false, 1, 1024);
+  r.Int("rank", &p.rank, false, 1, kMaxLoraRank);
   if (!r.ok()) return r.status();
   p.alpha = double(p.rank);
   r.Number("alpha", &p.alpha, false, 1e-6, 1e6);
