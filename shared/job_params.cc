@@ -25,21 +25,23 @@ bool Enum(FieldReader& r, const char* key, const char* const* allowed, std::stri
 
 // The upper bounds of the memory-deciding params (job_params.h), from what a 24 GB card holds.
 // Fixed costs on such a card with the largest supported model, SDXL (2.57e9 UNet parameters):
-// the frozen UNet in fp16 is 5.1 GB and its two text encoders (8.2e8 parameters) 1.6 GB, which
-// leaves about 17 GB for LoRA, activations and sampling.
+// the frozen UNet in fp16 is 5.1 GB and its two text encoders (8.2e8 parameters, fp32) 3.3 GB,
+// which leaves about 15 GB for LoRA, activations and sampling.
 //  - rank <= 256: SDXL's attention projections take 1.45e6 LoRA parameters per unit of rank
 //    (sum over its 70 transformer blocks of 14·C + 2·2048 at C = 640 and 1280), each with an
 //    fp32 value, gradient and two AdamW moments (16 bytes): rank 256 is 3.7e8 parameters, 5.9 GB;
 //    rank 1024 would be 24 GB for the adapters alone. (SD 1.5: 2.0e5 per rank, 0.8 GB at 256.)
 //  - batch_size <= 64: SD 1.5's smallest useful training size is 256 px (32x32 latents); with
-//    gradient checkpointing and bf16 one sample keeps about 0.17 GB of activations there
-//    (lora_sd/memory_estimate.cc), so 17 GB / 0.17 GB is about 100 samples; 64 leaves room for
-//    the allocator. Larger effective batches take gradient_accumulation (time, not memory).
-//  - sample_resolution <= 2048: sampling SDXL at 2048 px attends over 128x128 = 16384 tokens at
-//    its first attention level; the explicit kernel's scores for classifier-free guidance are
-//    2 · 10 heads · 16384² · 2 bytes = 10.7 GB, which fits beside the 6.7 GB of weights; 4096 px
-//    would be 16x that (172 GB). SD 1.5 attends at the full latent size, so at 2048 px it needs
-//    the fused kernel; a node checks that against its own memory before it starts.
+//    gradient checkpointing and bf16 one sample keeps about 0.21 GB of activations there (0.11 GB
+//    with a fused attention kernel; lora_sd/memory_estimate.cc), so beside its 1.7 GB of weights
+//    a 24 GB card holds about 100 samples; 64 leaves the allocator its slack. Larger effective
+//    batches take gradient_accumulation (time, not memory).
+//  - sample_resolution <= 2048: a sample ends in the VAE decoder at full size, whose top level
+//    holds about four 128-channel fp32 tensors of the image's size: at 2048 px that is
+//    4 · 128 · 2048² · 4 bytes = 8.6 GB, which fits beside SDXL's 8.4 GB of weights; at 4096 px
+//    it is 34 GB, more than the card, whatever the attention kernel. Within the bound the
+//    explicit attention kernel can still need more (its scores grow with the square of the
+//    token count): a node checks the job against its own memory before it starts.
 // steps, sample_steps and gradient_accumulation cost time, not memory: their bounds stay wide.
 bool IntField(FieldReader& r, const char* key, int64_t min, int64_t max, int64_t def, Json* out) {
   int64_t v = def;

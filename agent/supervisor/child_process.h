@@ -10,9 +10,8 @@
 
 #include <sys/types.h>
 
-#include <cstdint>
-
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>

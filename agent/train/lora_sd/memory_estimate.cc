@@ -205,7 +205,9 @@ MemoryEstimate EstimateMemory(const MemoryJob& job, const LoraSdParams& params) 
   const double weight_bytes = half ? 2 : 4, act_bytes = half ? 3 : 4;
   const double unet_params = double(UNetParameterCount(c));
   e.unet_weights = unet_params * weight_bytes;
-  e.load_copy = unet_params * 4;  // read as fp32 beside the placed copy, then freed
+  // The weights as read (fp32) live beside the placed UNet until it is built; on an fp32 CPU run
+  // the placed tensors are the read ones (no copy).
+  e.load_copy = !job.cuda && !half ? 0 : unet_params * 4;
   // LoRA: fp32 A/B, gradient, AdamW's m and v.
   double lora_params = double(UNetLoraParameterCount(c, params.rank));
   if (params.train_text_encoder) {

@@ -9,7 +9,8 @@
 //   unet_weights  the frozen UNet in its placement dtype (bf16/fp16 under mixed precision on
 //                 CUDA, bf16 on the CPU; else fp32), counted from the config exactly as the
 //                 module is built (tests compare with the built module's numel);
-//   load_copy     the weights as read (fp32), alive beside the placed UNet while it loads;
+//   load_copy     the weights as read (fp32), alive beside the placed UNet while it loads (none
+//                 on an fp32 CPU run: the placed tensors are the ones read);
 //   lora          LoRA A/B of every attention projection (UNet, and the text encoders with
 //                 train_text_encoder) in fp32, with gradients and AdamW's two moments (16 B each);
 //   activations   what one micro-batch's forward keeps for backward: per resnet and transformer

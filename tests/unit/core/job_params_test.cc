@@ -157,8 +157,9 @@ TEST_CASE("lora-sd params: upper bounds from a 24 GB card, refused with the fiel
     CHECK(NormalizeParams("lora-sd", {{"steps", 10}, {c.field, c.max}}).ok());
     Result<Json> over = NormalizeParams("lora-sd", {{"steps", 10}, {c.field, c.max + 1}});
     REQUIRE_FALSE(over.ok());
-    CHECK(over.status().message() == std::string("params.") + c.field + " must be an integer in [1, " +
-                                         std::to_string(c.max) + "]");
+    CHECK(over.status().message() == std::string("params.") + c.field +
+                                         " must be an integer in [1, " + std::to_string(c.max) +
+                                         "]");
   }
   CHECK(kMaxBatchSize == 64);
   CHECK(kMaxLoraRank == 256);

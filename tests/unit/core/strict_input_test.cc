@@ -33,9 +33,9 @@ TEST_CASE("strict JSON: duplicate keys and NUL are 400 on every JSON route", "[s
   }
   // A raw NUL byte ends nlohmann's input: what follows it must not be ignored.
   const std::string valid = R"({"kind":"synthetic","params":{"steps":10}})";
-  for (const std::string& body :
-       {valid + std::string("\0garbage", 8), valid + std::string("\0", 1),
-        std::string(R"({"kind":"synthetic",)") + std::string("\0", 1) + R"("params":{"steps":10}})"}) {
+  for (const std::string& body : {valid + std::string("\0garbage", 8), valid + std::string("\0", 1),
+                                  std::string(R"({"kind":"synthetic",)") + std::string("\0", 1) +
+                                      R"("params":{"steps":10}})"}) {
     Resp r = env.Raw("POST", "/v1/jobs", dev, body, {{"content-type", "application/json"}});
     CHECK(r.status == 400);
     CHECK(r.json["error"]["message"].get<std::string>().find("NUL byte") != std::string::npos);
@@ -44,7 +44,8 @@ TEST_CASE("strict JSON: duplicate keys and NUL are 400 on every JSON route", "[s
             .status == 400);
   CHECK(!ParseJson(valid + std::string("\0garbage", 8)).ok());
   CHECK(!ParseStrictJson(valid + std::string("\0", 1)).ok());
-  CHECK(ParseJson(R"({"a":"\u0000"})").ok());  // an escaped NUL is JSON (ParseStrictJson refuses it)
+  CHECK(
+      ParseJson(R"({"a":"\u0000"})").ok());  // an escaped NUL is JSON (ParseStrictJson refuses it)
   CHECK(env.Scalar("SELECT count(*) FROM jobs") == 0);
   Resp nul = env.Post("/v1/nodes/register", env.Key("enroll"),
                       {{"machine_id", std::string("pc\0x", 4)},

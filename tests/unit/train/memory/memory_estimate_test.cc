@@ -56,8 +56,7 @@ TEST_CASE("memory estimate: parameter counts equal the built modules'", "[memory
   for (const UNetConfig& c : {TinyConfig(), TinySdxlConfig()}) {
     UNet unet(c);
     CHECK(UNetParameterCount(c) == Numel(unet.parameters()));
-    UNet hollow(c, BasePlacement{});
-    Result<Lora> lora = Lora::Attach(hollow, 4, 4, at::detail::createCPUGenerator(1));
+    Result<Lora> lora = Lora::Attach(unet, 4, 4, at::detail::createCPUGenerator(1));
     REQUIRE(lora.ok());
     CHECK(UNetLoraParameterCount(c, 4) == Numel(lora->Parameters()));
   }
@@ -141,11 +140,11 @@ TEST_CASE("memory estimate: grows with what the params say; the check names the 
   REQUIRE(!s.ok());
   CHECK(s.message().find("of RAM") != std::string::npos);
   CHECK(CheckMemory(EstimateMemory(cpu, big), cpu, big, 0, 0).ok());
-  // The tiny test models fit in 256 MiB.
+  // The tiny test models fit in 512 MiB (300 MiB of it the process itself).
   LoraSdParams tiny = Params({{"batch_size", 4}});
   for (const UNetConfig& c : {TinyConfig(), TinySdxlConfig()}) {
     MemoryJob j = Job(c, 8);
-    CHECK(CheckMemory(EstimateMemory(j, tiny), j, tiny, 256 << 20, 0).ok());
+    CHECK(CheckMemory(EstimateMemory(j, tiny), j, tiny, 512 << 20, 0).ok());
   }
 }
 
