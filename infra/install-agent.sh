@@ -191,16 +191,23 @@ elif [ -n "$token" ]; then
 elif [ ! -f "$R$conf_dir/agent.conf" ]; then
   die "--coordinator URL is required on the first install (or --config FILE)"
 fi
+size_kib() { # size_kib 16G -> KiB
+  local n=${1%?} unit=${1: -1}
+  case $unit in
+    K) echo "$n" ;;
+    M) echo $((n * 1024)) ;;
+    G) echo $((n * 1048576)) ;;
+    T) echo $((n * 1073741824)) ;;
+  esac
+}
 # --memory-max: N% (1..100) of this PC's RAM or bytes with a K/M/G/T suffix (at least 1G: the
 # agent and a small trainer need that much); --tasks-max: 64..1000000.
 if [ -n "$memory_max" ]; then
   if [[ "$memory_max" =~ ^([0-9]{1,3})%$ ]]; then
     [ "${BASH_REMATCH[1]}" -ge 1 ] && [ "${BASH_REMATCH[1]}" -le 100 ] ||
       die "--memory-max must be a percentage in [1%, 100%] or a size such as 16G"
-  elif [[ "$memory_max" =~ ^([0-9]{1,9})([KMGT])$ ]]; then
-    mm_kib=$((BASH_REMATCH[1] * $(case ${BASH_REMATCH[2]} in K) echo 1 ;; M) echo 1024 ;;
-      G) echo 1048576 ;; T) echo 1073741824 ;; esac)))
-    [ "$mm_kib" -ge 1048576 ] || die "--memory-max must be at least 1G"
+  elif [[ "$memory_max" =~ ^[0-9]{1,9}[KMGT]$ ]]; then
+    [ "$(size_kib "$memory_max")" -ge 1048576 ] || die "--memory-max must be at least 1G"
   else
     die "--memory-max must be a percentage in [1%, 100%] or a size such as 16G"
   fi
@@ -313,7 +320,10 @@ stop_timeout=$((deadline + 15))
 # MemoryHigh= (90% of the ceiling) makes the kernel reclaim and throttle first; MemoryMax= is the
 # hard limit (the OOM killer picks the trainer, the largest process, not the rest of the PC).
 # The agent reads the room left under the limit and hands it to the trainer as its budget.
-unit_value() { sed -n "s/^$1=//p" "$R$unit_path" 2>/dev/null | tail -n 1; }
+unit_value() {
+  [ -f "$R$unit_path" ] || return 0
+  sed -n "s/^$1=//p" "$R$unit_path" | tail -n 1
+}
 [ -n "$memory_max" ] || memory_max=$(unit_value MemoryMax)
 [ -n "$memory_max" ] || memory_max=75%
 [ -n "$tasks_max" ] || tasks_max=$(unit_value TasksMax)
@@ -321,9 +331,8 @@ unit_value() { sed -n "s/^$1=//p" "$R$unit_path" 2>/dev/null | tail -n 1; }
 if [[ "$memory_max" =~ ^([0-9]+)%$ ]]; then
   memory_high="$((BASH_REMATCH[1] * 9 / 10))%"
   [ "${memory_high%\%}" -ge 1 ] || memory_high=1%
-elif [[ "$memory_max" =~ ^([0-9]+)([KMGT])$ ]]; then
-  memory_high="$(((BASH_REMATCH[1] * $(case ${BASH_REMATCH[2]} in K) echo 1 ;; M) echo 1024 ;;
-    G) echo 1048576 ;; T) echo 1073741824 ;; esac) * 9 / 10)))K"
+elif [[ "$memory_max" =~ ^[0-9]+[KMGT]$ ]]; then
+  memory_high="$(($(size_kib "$memory_max") * 9 / 10))K"
 else
   memory_high=infinity
 fi
