@@ -8,7 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <catch2/catch_test_macros.hpp>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <fstream>
 #include <sstream>
