@@ -45,10 +45,10 @@ Status CheckJobMemory(MemoryJob job, const LoraSdParams& p) {
   const MemoryBudget budget = ReadMemoryBudget();
   constexpr double kMiB = 1024.0 * 1024.0;
   std::fprintf(stderr,
-               "lora-sd: memory estimate %.0f MiB %s (weights %.0f, lora %.0f, activations %.0f, "
+               "lora-sd: memory estimate %.0f MiB%s (weights %.0f, lora %.0f, activations %.0f, "
                "encoders %.0f, sampling %.0f), host %.0f MiB; budget RAM %.0f MiB, VRAM %.0f "
                "MiB\n",
-               e.device_peak / kMiB, job.cuda ? "on the GPU" : "", e.unet_weights / kMiB,
+               e.device_peak / kMiB, job.cuda ? " on the GPU" : "", e.unet_weights / kMiB,
                e.lora / kMiB, e.activations / kMiB, e.encoders / kMiB, e.sampling / kMiB,
                e.host_peak / kMiB, double(budget.host_bytes) / kMiB,
                double(budget.device_bytes) / kMiB);

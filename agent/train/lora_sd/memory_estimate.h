@@ -75,7 +75,8 @@ int64_t ClipTextParameterCount(const text::ClipTextConfig& c);
 
 MemoryEstimate EstimateMemory(const MemoryJob& job, const LoraSdParams& params);
 
-// Measured: a tiny CPU job's peak RSS less its tensors (docs/training.md); the CUDA context.
+// The process itself: a tiny CPU job peaks at about 180 MiB of RSS (docs/training.md), counted
+// with room; the CUDA context and its kernels on the GPU.
 constexpr double kHostRuntimeBytes = 300.0 * 1024 * 1024;
 constexpr double kCudaRuntimeBytes = 600.0 * 1024 * 1024;
 

@@ -95,7 +95,7 @@ TEST_CASE("memory estimate: parameter counts equal the built modules'", "[memory
   CHECK(ClipTextParameterCount(l) == 123060480);
 }
 
-TEST_CASE("memory estimate: grows with what the params say; the check names the setting",
+TEST_CASE("memory estimate: grows with what the params say, and the check names the setting",
           "[memory]") {
   const UNetConfig sd = Sd15Config();
   const MemoryEstimate one = EstimateMemory(Job(sd, 64), Params());
