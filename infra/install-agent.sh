@@ -36,6 +36,7 @@ usage() {
   cat <<'EOF'
 usage: install-agent.sh [--coordinator URL] [--enroll-token TOKEN] [--config FILE]
          [--ca-file PEM] [--release-keys FILE] [--shutdown-deadline S]
+         [--memory-max SIZE] [--tasks-max N]
          [--bin-dir DIR | --libtorch DIR] [--root DIR] [--no-start]
        install-agent.sh --uninstall [--purge] [--root DIR]
   --coordinator URL      coordinator base URL (http:// or https://); writes /etc/gleaner/agent.conf
@@ -44,6 +45,9 @@ usage: install-agent.sh [--coordinator URL] [--enroll-token TOKEN] [--config FIL
   --ca-file PEM          trust only these CAs for HTTPS (installed as /etc/gleaner/ca.pem)
   --release-keys FILE    pinned release public keys (installed as /etc/gleaner/release-keys)
   --shutdown-deadline S  seconds the agent has to hand its job back on stop (default 20)
+  --memory-max SIZE      RAM ceiling of the agent and its trainer: a percentage of this PC's RAM
+                         (default 75%) or bytes with K/M/G/T (16G); MemoryHigh= is 90% of it
+  --tasks-max N          processes and threads the service may have (default 4096)
   --bin-dir DIR          where gleaner-agent and gleaner-train are (default: build/bin of this
                          checkout, else the script's own directory)
   --libtorch DIR         build both from this checkout against the libtorch in DIR (with CUDA when
@@ -66,7 +70,7 @@ state_dir=/var/lib/gleaner-agent
 unit_path=/etc/systemd/system/$unit_name
 
 coordinator="" token=${GLEANER_ENROLL_TOKEN:-} config="" ca_file="" release_keys=""
-deadline="" bin_dir="" libtorch="" root="" no_start=0 uninstall=0 purge=0
+deadline="" bin_dir="" libtorch="" root="" no_start=0 uninstall=0 purge=0 memory_max="" tasks_max=""
 while [ $# -gt 0 ]; do
   flag=$1
   case "$flag" in
@@ -78,7 +82,7 @@ while [ $# -gt 0 ]; do
     --uninstall) uninstall=1 ;;
     --purge) purge=1 ;;
     --coordinator | --enroll-token | --config | --ca-file | --release-keys | \
-      --shutdown-deadline | --bin-dir | --libtorch | --root)
+      --shutdown-deadline | --bin-dir | --libtorch | --root | --memory-max | --tasks-max)
       if [ $# -lt 2 ] || [ -z "$2" ]; then die "$flag needs a value"; fi
       case "$flag" in
         --coordinator) coordinator=$2 ;;
@@ -90,6 +94,8 @@ while [ $# -gt 0 ]; do
         --bin-dir) bin_dir=$2 ;;
         --libtorch) libtorch=$2 ;;
         --root) root=$2 ;;
+        --memory-max) memory_max=$2 ;;
+        --tasks-max) tasks_max=$2 ;;
       esac
       shift
       ;;
@@ -122,7 +128,7 @@ has_entry() { # has_entry passwd|group NAME
 }
 
 if [ $uninstall = 1 ]; then
-  [ -z "$coordinator$config$ca_file$release_keys$deadline$bin_dir$libtorch" ] ||
+  [ -z "$coordinator$config$ca_file$release_keys$deadline$bin_dir$libtorch$memory_max$tasks_max" ] ||
     die "--uninstall takes only --purge and --root"
   if [ $systemd_running = 1 ]; then
     systemctl disable --now "$unit_name" >/dev/null 2>&1 || true
@@ -184,6 +190,32 @@ elif [ -n "$token" ]; then
   die "--enroll-token needs --coordinator URL"
 elif [ ! -f "$R$conf_dir/agent.conf" ]; then
   die "--coordinator URL is required on the first install (or --config FILE)"
+fi
+size_kib() { # size_kib 16G -> KiB
+  local n=${1%?} unit=${1: -1}
+  case $unit in
+    K) echo "$n" ;;
+    M) echo $((n * 1024)) ;;
+    G) echo $((n * 1048576)) ;;
+    T) echo $((n * 1073741824)) ;;
+  esac
+}
+# --memory-max: N% (1..100) of this PC's RAM or bytes with a K/M/G/T suffix (at least 1G: the
+# agent and a small trainer need that much); --tasks-max: 64..1000000.
+if [ -n "$memory_max" ]; then
+  if [[ "$memory_max" =~ ^([0-9]{1,3})%$ ]]; then
+    [ "${BASH_REMATCH[1]}" -ge 1 ] && [ "${BASH_REMATCH[1]}" -le 100 ] ||
+      die "--memory-max must be a percentage in [1%, 100%] or a size such as 16G"
+  elif [[ "$memory_max" =~ ^[0-9]{1,9}[KMGT]$ ]]; then
+    [ "$(size_kib "$memory_max")" -ge 1048576 ] || die "--memory-max must be at least 1G"
+  else
+    die "--memory-max must be a percentage in [1%, 100%] or a size such as 16G"
+  fi
+fi
+if [ -n "$tasks_max" ]; then
+  if ! [[ "$tasks_max" =~ ^[0-9]{2,7}$ ]] || [ "$tasks_max" -lt 64 ] || [ "$tasks_max" -gt 1000000 ]; then
+    die "--tasks-max must be a whole number in [64, 1000000]"
+  fi
 fi
 if [ -n "$deadline" ]; then
   if ! [[ "$deadline" =~ ^[0-9]{1,4}$ ]] || [ "$deadline" -lt 1 ] || [ "$deadline" -gt 3600 ]; then
@@ -284,6 +316,27 @@ if [ -z "$deadline" ]; then
 fi
 stop_timeout=$((deadline + 15))
 
+# Memory and task ceilings: this run's flags, else what the installed unit says, else defaults.
+# MemoryHigh= (90% of the ceiling) makes the kernel reclaim and throttle first; MemoryMax= is the
+# hard limit (the OOM killer picks the trainer, the largest process, not the rest of the PC).
+# The agent reads the room left under the limit and hands it to the trainer as its budget.
+unit_value() {
+  [ -f "$R$unit_path" ] || return 0
+  sed -n "s/^$1=//p" "$R$unit_path" | tail -n 1
+}
+[ -n "$memory_max" ] || memory_max=$(unit_value MemoryMax)
+[ -n "$memory_max" ] || memory_max=75%
+[ -n "$tasks_max" ] || tasks_max=$(unit_value TasksMax)
+[ -n "$tasks_max" ] || tasks_max=4096
+if [[ "$memory_max" =~ ^([0-9]+)%$ ]]; then
+  memory_high="$((BASH_REMATCH[1] * 9 / 10))%"
+  [ "${memory_high%\%}" -ge 1 ] || memory_high=1%
+elif [[ "$memory_max" =~ ^[0-9]+[KMGT]$ ]]; then
+  memory_high="$(($(size_kib "$memory_max") * 9 / 10))K"
+else
+  memory_high=infinity
+fi
+
 put_file 0644 "" "$R$unit_path" <<EOF
 # gleaner-agent: trains jobs for a Gleaner coordinator on this PC's GPU (docs/agent.md).
 # Written by install-agent.sh; re-run it rather than editing this file.
@@ -306,6 +359,11 @@ RestartSec=5
 KillMode=mixed
 KillSignal=SIGTERM
 TimeoutStopSec=$stop_timeout
+# Resource ceilings for the agent and its trainer together (docs/agent.md, "Limits"):
+# --memory-max and --tasks-max of install-agent.sh.
+MemoryHigh=$memory_high
+MemoryMax=$memory_max
+TasksMax=$tasks_max
 Nice=10
 IOSchedulingClass=best-effort
 IOSchedulingPriority=7

@@ -23,6 +23,26 @@ bool Enum(FieldReader& r, const char* key, const char* const* allowed, std::stri
   return r.Fail(std::string("params.") + key + " must be one of: " + list);
 }
 
+// The upper bounds of the memory-deciding params (job_params.h), from what a 24 GB card holds.
+// Fixed costs on such a card with the largest supported model, SDXL (2.57e9 UNet parameters):
+// the frozen UNet in fp16 is 5.1 GB and its two text encoders (8.2e8 parameters, fp32) 3.3 GB,
+// which leaves about 15 GB for LoRA, activations and sampling.
+//  - rank <= 256: SDXL's attention projections take 1.45e6 LoRA parameters per unit of rank
+//    (sum over its 70 transformer blocks of 14·C + 2·2048 at C = 640 and 1280), each with an
+//    fp32 value, gradient and two AdamW moments (16 bytes): rank 256 is 3.7e8 parameters, 5.9 GB;
+//    rank 1024 would be 24 GB for the adapters alone. (SD 1.5: 2.0e5 per rank, 0.8 GB at 256.)
+//  - batch_size <= 64: SD 1.5's smallest useful training size is 256 px (32x32 latents); with
+//    gradient checkpointing and bf16 one sample keeps about 0.21 GB of activations there (0.11 GB
+//    with a fused attention kernel; lora_sd/memory_estimate.cc), so beside its 1.7 GB of weights
+//    a 24 GB card holds about 100 samples; 64 leaves the allocator its slack. Larger effective
+//    batches take gradient_accumulation (time, not memory).
+//  - sample_resolution <= 2048: a sample ends in the VAE decoder at full size, whose top level
+//    holds about four 128-channel fp32 tensors of the image's size: at 2048 px that is
+//    4 · 128 · 2048² · 4 bytes = 8.6 GB, which fits beside SDXL's 8.4 GB of weights; at 4096 px
+//    it is 34 GB, more than the card, whatever the attention kernel. Within the bound the
+//    explicit attention kernel can still need more (its scores grow with the square of the
+//    token count): a node checks the job against its own memory before it starts.
+// steps, sample_steps and gradient_accumulation cost time, not memory: their bounds stay wide.
 bool IntField(FieldReader& r, const char* key, int64_t min, int64_t max, int64_t def, Json* out) {
   int64_t v = def;
   if (!r.Int(key, &v, false, min, max)) return false;
@@ -86,8 +106,9 @@ bool SampleFields(FieldReader& r, const Json& params, int64_t steps, int64_t che
   NumField(r, "guidance_scale", 0, 100, 7.5, out);
   IntField(r, "sample_seed", 0, kMaxSafeInteger, seed, out);
   int64_t res = 512;
-  if (r.Int("sample_resolution", &res, false, 8, 4096) && res % 8 != 0) {
-    return r.Fail("params.sample_resolution must be a multiple of 8 in [8, 4096]");
+  if (r.Int("sample_resolution", &res, false, 8, kMaxSampleResolution) && res % 8 != 0) {
+    return r.Fail("params.sample_resolution must be a multiple of 8 in [8, " +
+                  std::to_string(kMaxSampleResolution) + "]");
   }
   (*out)["sample_resolution"] = res;
   return r.ok();
@@ -179,9 +200,9 @@ Result<LoraSdParams> LoraSdParams::Parse(const Json& params) {
   r.OnlyKeys(kKeys);
   r.Int("steps", &p.steps, true, 1, kMaxJobSteps);
   if (!r.ok()) return r.status();
-  r.Int("batch_size", &p.batch_size, false, 1, 1024);
+  r.Int("batch_size", &p.batch_size, false, 1, kMaxBatchSize);
   r.Number("learning_rate", &p.learning_rate, false, 1e-12, 1.0);
-  r.Int("rank", &p.rank, false, 1, 1024);
+  r.Int("rank", &p.rank, false, 1, kMaxLoraRank);
   if (!r.ok()) return r.status();
   p.alpha = double(p.rank);
   r.Number("alpha", &p.alpha, false, 1e-6, 1e6);

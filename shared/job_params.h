@@ -19,6 +19,13 @@ constexpr int64_t kMaxJobSteps = 10000000;
 constexpr int64_t kMaxSamplePrompts = 8;
 constexpr int64_t kMaxSamplePromptChars = 1000;
 constexpr int64_t kMaxClassImages = 1000;  // lora-sd num_class_images
+// Upper bounds of the params that decide a trainer's memory, set at what a 24 GB card can do
+// with the largest model the trainer supports (SDXL: 2.57e9 UNet parameters, 5.1 GB in fp16);
+// the arithmetic is in job_params.cc and docs/api.md. A node checks the job against its own
+// memory before allocating (docs/training.md, "Memory estimate").
+constexpr int64_t kMaxBatchSize = 64;
+constexpr int64_t kMaxLoraRank = 256;
+constexpr int64_t kMaxSampleResolution = 2048;
 // Largest integer every shell represents exactly (the edge shell is JavaScript).
 constexpr int64_t kMaxSafeInteger = 9007199254740991;
 
@@ -36,18 +43,18 @@ bool JobKindNeedsInputs(const std::string& kind);
 //  samples (both kinds, all absent = no samples): sample_prompts (1..8, each a string or
 //             {prompt, negative_prompt}; normalised to objects with both), sample_every
 //             (1..steps, checkpoint_every), sample_steps (1..1000, 25), guidance_scale (0..100,
-//             7.5), sample_seed (0..2^53-1, seed), sample_resolution (8..4096, multiple of 8,
-//             512). The other sample fields without sample_prompts are refused. synthetic also
-//             takes sample_ms (0..60000, 0: a test hook, time per sample image).
+//             7.5), sample_seed (0..2^53-1, seed), sample_resolution (8..kMaxSampleResolution,
+//             multiple of 8, 512). The other sample fields without sample_prompts are refused.
+//             synthetic also takes sample_ms (0..60000, 0: a test hook, time per sample image).
 Result<Json> NormalizeParams(const std::string& kind, const Json& params);
 
 // lora-sd params, typed: the one definition of their names, defaults and ranges (the coordinator
 // validates submissions with it, the trainer reads its params through it).
 struct LoraSdParams {
   int64_t steps = 0;                   // required, 1..1e7
-  int64_t batch_size = 1;              // 1..1024
+  int64_t batch_size = 1;              // 1..kMaxBatchSize
   double learning_rate = 1e-4;         // (0, 1]
-  int64_t rank = 4;                    // 1..1024
+  int64_t rank = 4;                    // 1..kMaxLoraRank
   double alpha = 4;                    // default = rank
   int64_t seed = 0;                    // 0..2^53-1
   int64_t checkpoint_every = 0;        // 1..steps, default min(100, steps)

@@ -5,6 +5,17 @@
 #include <vector>
 
 namespace gleaner {
+namespace {
+
+// A raw NUL byte is never valid JSON (inside a string it must be escaped as \u0000; outside one
+// only whitespace may stand between tokens), and nlohmann's lexer takes it for the end of input:
+// without this check `{...}\0garbage` parses as `{...}`.
+Status CheckNoNul(std::string_view text) {
+  if (text.find('\0') == std::string_view::npos) return Status::Ok();
+  return Status::Invalid("body is not valid JSON: it contains a NUL byte");
+}
+
+}  // namespace
 
 // Nesting depth outside of strings; stops counting once over the limit.
 bool JsonDepthWithin(std::string_view text, int max_depth) {
@@ -33,6 +44,7 @@ bool JsonDepthWithin(std::string_view text, int max_depth) {
 }
 
 Result<Json> ParseJson(std::string_view text, int max_depth) {
+  GLEANER_RETURN_IF_ERROR(CheckNoNul(text));
   if (!JsonDepthWithin(text, max_depth)) {
     return Status::Invalid("JSON nested deeper than " + std::to_string(max_depth) + " levels");
   }
@@ -42,6 +54,7 @@ Result<Json> ParseJson(std::string_view text, int max_depth) {
 }
 
 Result<Json> ParseStrictJson(std::string_view text, int max_depth) {
+  GLEANER_RETURN_IF_ERROR(CheckNoNul(text));
   if (!JsonDepthWithin(text, max_depth)) {
     return Status::Invalid("JSON nested deeper than " + std::to_string(max_depth) + " levels");
   }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,7 +16,8 @@ namespace gleaner::agent {
 Result<std::unique_ptr<ChildProcess>> ChildProcess::Start(const std::vector<std::string>& argv,
                                                           LineCallback on_stdout,
                                                           LineCallback on_stderr,
-                                                          const std::vector<std::string>* env) {
+                                                          const std::vector<std::string>* env,
+                                                          const ChildLimits* limits) {
   if (argv.empty()) return Status::Invalid("empty command line");
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) != 0) return Status::Io(std::string("pipe: ") + strerror(errno));
@@ -32,6 +34,7 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Start(const std::vector<std:
     for (const std::string& e : *env) cenv.push_back(const_cast<char*>(e.c_str()));
     cenv.push_back(nullptr);
   }
+  const ChildLimits lim = limits != nullptr ? *limits : ChildLimits();
   pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
@@ -53,6 +56,27 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Start(const std::vector<std:
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
+    // Hard ceilings (setrlimit is async-signal-safe); soft = hard so the child cannot raise them.
+    const struct {
+      int resource;
+      int64_t value;
+    } caps[] = {{RLIMIT_DATA, lim.data_bytes}, {RLIMIT_NPROC, lim.max_processes}};
+    for (const auto& cap : caps) {
+      if (cap.value <= 0) continue;
+      struct rlimit rl;
+      if (getrlimit(cap.resource, &rl) != 0) rl.rlim_max = RLIM_INFINITY;
+      // Never above the inherited hard limit (raising it needs privileges).
+      if (rl.rlim_max == RLIM_INFINITY || rlim_t(cap.value) < rl.rlim_max) {
+        rl.rlim_max = rlim_t(cap.value);
+      }
+      if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > rl.rlim_max) rl.rlim_cur = rl.rlim_max;
+      if (setrlimit(cap.resource, &rl) != 0) {
+        const char msg[] = "cannot set the trainer's resource limits\n";
+        ssize_t ignored = write(2, msg, sizeof msg - 1);
+        (void)ignored;
+        _exit(127);
+      }
+    }
     if (env != nullptr) {
       execve(cargv[0], cargv.data(), cenv.data());
     } else {

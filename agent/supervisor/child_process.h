@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -22,14 +23,22 @@
 
 namespace gleaner::agent {
 
+// Resource limits set in the child before exec (setrlimit; 0 = leave as inherited).
+struct ChildLimits {
+  int64_t data_bytes = 0;     // RLIMIT_DATA: heap and private writable mappings
+  int64_t max_processes = 0;  // RLIMIT_NPROC (per user; not enforced for root)
+};
+
 class ChildProcess {
  public:
   using LineCallback = std::function<void(const std::string& line)>;
 
-  // env: the child's whole environment ("NAME=value"); nullptr: this process's.
+  // env: the child's whole environment ("NAME=value"); nullptr: this process's. limits: set in
+  // the child before exec (nullptr: none); one that cannot be set fails the child (exit 127).
   static Result<std::unique_ptr<ChildProcess>> Start(const std::vector<std::string>& argv,
                                                      LineCallback on_stdout, LineCallback on_stderr,
-                                                     const std::vector<std::string>* env = nullptr);
+                                                     const std::vector<std::string>* env = nullptr,
+                                                     const ChildLimits* limits = nullptr);
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;

@@ -18,9 +18,11 @@
 #include "agent/protocol/trainer_protocol.h"
 #include "agent/supervisor/archive.h"
 #include "agent/supervisor/child_process.h"
+#include "agent/supervisor/gpu.h"
 #include "agent/supervisor/job_cache.h"
 #include "agent/supervisor/job_state.h"
 #include "agent/supervisor/log.h"
+#include "agent/supervisor/owner_policy.h"
 #include "agent/supervisor/retry.h"
 #include "agent/supervisor/trainer_env.h"
 #include "agent/supervisor/uploader.h"
@@ -727,10 +729,19 @@ JobOutcome Run::Go() {
     argv.push_back("--cache-dir");
     argv.push_back(cache_dir_);
   }
-  const std::vector<std::string> env = TrainerEnvironment(environ);
+  // The trainer's memory budget and rlimits (trainer_env.h): what this node can give right now.
+  GpuInfo gpu = DetectGpu(config_.owner.gpus);
+  const TrainerLimits limits = TrainerLimitsFor(
+      gpu.name, AdvertisedVramMb(gpu.vram_mb, config_.owner.max_vram_mb), DetectHostMemoryBytes());
+  std::vector<std::string> env = TrainerEnvironment(environ);
+  for (std::string& e : BudgetEnvironment(limits.budget)) env.push_back(std::move(e));
+  Log("%s: trainer budget: RAM %lld MiB, VRAM %lld MiB%s", What().c_str(),
+      static_cast<long long>(limits.budget.host_bytes >> 20),
+      static_cast<long long>(limits.budget.device_bytes >> 20),
+      limits.rlimits.data_bytes > 0 ? " (RLIMIT_DATA)" : "");
   Result<std::unique_ptr<ChildProcess>> child = ChildProcess::Start(
       argv, [this](const std::string& l) { OnStdout(l); },
-      [this](const std::string& l) { OnStderr(l); }, &env);
+      [this](const std::string& l) { OnStderr(l); }, &env, &limits.rlimits);
   if (!child.ok()) return ReportFailure("cannot start the trainer: " + child.status().message());
   int wait_status = Train(child->get());
   child->reset();

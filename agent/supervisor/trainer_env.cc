@@ -1,5 +1,6 @@
 #include "agent/supervisor/trainer_env.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace gleaner::agent {
@@ -35,6 +36,16 @@ std::vector<std::string> TrainerEnvironment(const char* const* env) {
     if (Allowed(*e)) out.emplace_back(*e);
   }
   return out;
+}
+
+TrainerLimits TrainerLimitsFor(const std::string& gpu_name, int64_t vram_mb, int64_t host_bytes) {
+  TrainerLimits t;
+  const bool gpu = gpu_name != "cpu" && vram_mb > 0;
+  t.budget.host_bytes = std::max<int64_t>(0, host_bytes);
+  t.budget.device_bytes = gpu ? vram_mb * 1024 * 1024 : 0;
+  t.rlimits.max_processes = kTrainerMaxProcesses;
+  if (!gpu) t.rlimits.data_bytes = t.budget.host_bytes;
+  return t;
 }
 
 }  // namespace gleaner::agent

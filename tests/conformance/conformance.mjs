@@ -209,6 +209,33 @@ test("bad bodies: malformed JSON, wrong types, unknown kinds, absurd numbers are
   assert.equal(list.jobs.length, 0, "a rejected submission created a job");
 });
 
+test("bodies with a raw NUL byte or trailing bytes are 400; params over a 24 GB card's bounds are 400", async () => {
+  const dev = developer();
+  const t = await dev.token();
+  const json = { "content-type": "application/json" };
+  const valid = JSON.stringify(synthetic());
+  for (const raw of [`${valid}\0garbage`, `${valid}\0`, `${valid} garbage`,
+                     valid.replace(",", ",\0")]) {
+    const res = await call("POST", "/v1/jobs", { token: t, raw: Buffer.from(raw), headers: json });
+    expectError(res, 400, "bad_request");
+  }
+  const nul = await call("POST", "/v1/jobs", { token: t, raw: Buffer.from(`${valid}\0garbage`), headers: json });
+  assert.match(nul.json.error.message, /NUL byte/);
+  const lora = (params) => ({ kind: "lora-sd", params: { steps: 5, ...params } });
+  for (const [params, message] of [
+    [{ batch_size: 1024 }, "params.batch_size must be an integer in [1, 64]"],
+    [{ batch_size: 65 }, "params.batch_size must be an integer in [1, 64]"],
+    [{ rank: 257 }, "params.rank must be an integer in [1, 256]"],
+    [{ sample_prompts: ["a"], sample_resolution: 4096 }, "params.sample_resolution must be an integer in [8, 2048]"],
+  ]) {
+    const res = await call("POST", "/v1/jobs", { token: t, body: lora(params) });
+    expectError(res, 400, "bad_request");
+    assert.equal(res.json.error.message, message);
+  }
+  const list = expectOk(await call("GET", "/v1/jobs", { token: t }));
+  assert.equal(list.jobs.length, 0, "a rejected submission created a job");
+});
+
 test("quarantine extended to an enroll key: the machine's next identity starts quarantined", async () => {
   const owner = await newKey("enroll");
   const register = (machine, token = owner) =>

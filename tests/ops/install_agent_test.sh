@@ -47,7 +47,8 @@ before=$(snapshot)
 printf -- '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n' >"$work/ca.pem"
 printf '# pinned release keys\n%064d\n' 0 >"$work/keys"
 flags=(--root "$R" --bin-dir "$bin" --coordinator http://127.0.0.1:9 --enroll-token enr_test
-  --ca-file "$work/ca.pem" --release-keys "$work/keys" --shutdown-deadline 25)
+  --ca-file "$work/ca.pem" --release-keys "$work/keys" --shutdown-deadline 25 --memory-max 16G
+  --tasks-max 2048)
 
 # ---- install ----
 out=$(bash "$script" "${flags[@]}") || fail "install exited $?"
@@ -58,6 +59,7 @@ conf="$R/etc/gleaner/agent.conf"
 for d in 'Restart=always' 'NoNewPrivileges=yes' 'ProtectSystem=strict' 'ProtectHome=yes' \
   'PrivateTmp=yes' 'ReadWritePaths=/var/lib/gleaner-agent' 'KillSignal=SIGTERM' \
   'TimeoutStopSec=40' 'User=gleaner' 'WantedBy=multi-user.target' \
+  'MemoryMax=16G' 'MemoryHigh=15099494K' 'TasksMax=2048' \
   'ExecStart=/usr/local/bin/gleaner-agent --config /etc/gleaner/agent.conf --state-dir /var/lib/gleaner-agent --trainer /usr/local/bin/gleaner-train'; do
   grep -qxF "$d" "$unit" || fail "unit lacks '$d'"
 done
@@ -115,7 +117,18 @@ bash "$script" --root "$R" --bin-dir "$work/bin2" >/dev/null || fail "update ins
 cmp -s "$work/bin2/gleaner-train" "$R/usr/local/bin/gleaner-train" || fail "binary not updated"
 grep -qxF 'enroll-token = enr_test' "$conf" || fail "an update without config flags lost the config"
 grep -qxF 'TimeoutStopSec=40' "$unit" || fail "an update lost the configured shutdown deadline"
+grep -qxF 'MemoryMax=16G' "$unit" || fail "an update lost the configured memory ceiling"
+grep -qxF 'TasksMax=2048' "$unit" || fail "an update lost the configured task ceiling"
 ok "update: new binaries, config kept"
+# Without the flags: MemoryMax 75% of the PC's RAM (MemoryHigh 67%), TasksMax 4096.
+D=$work/defaults
+mkdir "$D"
+bash "$script" --root "$D" --bin-dir "$bin" --coordinator http://127.0.0.1:9 >/dev/null ||
+  fail "install with default limits exited $?"
+for d in 'MemoryMax=75%' 'MemoryHigh=67%' 'TasksMax=4096'; do
+  grep -qxF "$d" "$D/etc/systemd/system/gleaner-agent.service" || fail "default unit lacks '$d'"
+done
+ok "unit limits: MemoryMax/MemoryHigh/TasksMax from the flags, kept on update, defaults 75%/67%/4096"
 
 # ---- systemd-analyze verify ----
 # --root resolves ExecStart= inside the scratch root; the stock units (sysinit.target, ...) come
@@ -175,6 +188,10 @@ bad "--shutdown-deadline must be" --root "$E" --bin-dir "$bin" --coordinator htt
 bad "no PEM certificate" --root "$E" --bin-dir "$bin" --coordinator http://x --ca-file "$work/keys"
 bad "cannot be combined" --root "$E" --bin-dir "$bin" --config "$work/keys" --coordinator http://x
 bad "must not contain spaces" --root "$E" --bin-dir "$bin" --coordinator http://x --enroll-token "a b"
+bad "--memory-max must be a percentage" --root "$E" --bin-dir "$bin" --coordinator http://x --memory-max 16GB
+bad "--memory-max must be a percentage" --root "$E" --bin-dir "$bin" --coordinator http://x --memory-max 101%
+bad "--memory-max must be at least 1G" --root "$E" --bin-dir "$bin" --coordinator http://x --memory-max 512M
+bad "--tasks-max must be" --root "$E" --bin-dir "$bin" --coordinator http://x --tasks-max 8
 bad "--purge needs --uninstall" --root "$E" --purge
 bad "--uninstall takes only" --root "$E" --uninstall --coordinator http://x
 bad "--root /nonexistent" --root /nonexistent/x --uninstall

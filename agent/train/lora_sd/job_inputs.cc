@@ -1,8 +1,12 @@
 #include "agent/train/lora_sd/job_inputs.h"
 
 #include <algorithm>
+#include <cstdio>
 
+#include "agent/protocol/memory_budget.h"
 #include "agent/protocol/trainer_protocol.h"
+#include "agent/train/lora_sd/memory_estimate.h"
+#include "agent/train/nn/attention.h"
 
 namespace gleaner::train::lora_sd {
 namespace {
@@ -31,6 +35,47 @@ Result<UNetConfig> SpecConfig(const Json& spec) {
   return ParseUNetConfig(*j);
 }
 
+// The memory check (memory_estimate.h): the estimate goes to stderr for the node's log; a job
+// over the budget fails here, before anything large is read or built.
+Status CheckJobMemory(MemoryJob job, const LoraSdParams& p) {
+  job.cuda = torch::cuda::is_available();
+  // Only CUDA's fused kernels skip the B·heads·L² scores (attention.h).
+  job.fused_attention = job.cuda && std::string(AutoAttentionKernelName()) == "fused";
+  const MemoryEstimate e = EstimateMemory(job, p);
+  const MemoryBudget budget = ReadMemoryBudget();
+  constexpr double kMiB = 1024.0 * 1024.0;
+  std::fprintf(stderr,
+               "lora-sd: memory estimate %.0f MiB%s (weights %.0f, lora %.0f, activations %.0f, "
+               "encoders %.0f, sampling %.0f), host %.0f MiB; budget RAM %.0f MiB, VRAM %.0f "
+               "MiB\n",
+               e.device_peak / kMiB, job.cuda ? " on the GPU" : "", e.unet_weights / kMiB,
+               e.lora / kMiB, e.activations / kMiB, e.encoders / kMiB, e.sampling / kMiB,
+               e.host_peak / kMiB, double(budget.host_bytes) / kMiB,
+               double(budget.device_bytes) / kMiB);
+  return CheckMemory(e, job, p, budget.host_bytes, budget.device_bytes);
+}
+
+// The check for a latent dataset, with its real latent and caption sizes.
+Status CheckLatentJob(const UNetConfig& config, const Dataset& data, const LoraSdParams& p,
+                      const models::DiffusersModel* model) {
+  MemoryJob job;
+  job.unet = config;
+  if (data.instance.latents.defined() && data.instance.latents.dim() == 4) {
+    job.latent_height = data.instance.latents.size(2);
+    job.latent_width = data.instance.latents.size(3);
+  }
+  if (data.instance.text.defined() && data.instance.text.dim() == 3) {
+    job.text_tokens = data.instance.text.size(1);
+  }
+  job.prior = data.has_prior();
+  if (model != nullptr && !p.samples.empty()) {  // samples load the VAE and the text encoders
+    job.has_vae = true;
+    job.vae = model->vae_config;
+    for (const models::TextEncoderPart& part : model->text) job.text.push_back(part.config);
+  }
+  return CheckJobMemory(job, p);
+}
+
 bool IsDiffusers(const Json& spec) {
   auto model = spec.find("model");
   return model != spec.end() && model->is_object() &&
@@ -38,8 +83,8 @@ bool IsDiffusers(const Json& spec) {
 }
 
 // A UNet weights file with its config, and a latent dataset: the format jobs had first.
-Result<JobInputs> LoadWeightsFileJob(const Json& spec, const std::string& model_path,
-                                     const std::string& data_path) {
+Result<JobInputs> LoadWeightsFileJob(const Json& spec, const LoraSdParams& p,
+                                     const std::string& model_path, const std::string& data_path) {
   JobInputs in;
   Result<UNetConfig> cfg = SpecConfig(spec);
   if (!cfg.ok()) return cfg.status();
@@ -48,6 +93,7 @@ Result<JobInputs> LoadWeightsFileJob(const Json& spec, const std::string& model_
   Result<Dataset> data = LoadDataset(data_path, in.config);
   if (!data.ok()) return data.status();
   in.data = std::move(*data);
+  GLEANER_RETURN_IF_ERROR(CheckLatentJob(in.config, in.data, p, nullptr));
   Result<TensorMap> weights = LoadWeights(model_path);
   if (!weights.ok()) return weights.status();
   in.unet_weights = std::move(*weights);
@@ -96,7 +142,7 @@ Result<JobInputs> LoadJobInputs(const Json& spec, const LoraSdParams& p,
                              " needs a base model in diffusers layout (model.format \"" +
                              kModelFormatDiffusers + "\")");
     }
-    return LoadWeightsFileJob(spec, *model_path, *data_path);
+    return LoadWeightsFileJob(spec, p, *model_path, *data_path);
   }
   if (!images && (p.train_text_encoder || p.num_class_images > 0)) {
     return Status::Invalid(
@@ -106,6 +152,23 @@ Result<JobInputs> LoadJobInputs(const Json& spec, const LoraSdParams& p,
   models::DiffusersLoadOptions options;
   // What encoding the photos or rendering samples (sampling/training_samples.h) needs.
   options.vae = options.text_encoders = images || !p.samples.empty();
+  // The memory check once the configs are read, before any weights or module (a latent dataset
+  // is checked again below with its own sizes).
+  options.before_large_files = [&](const models::DiffusersModel& m) -> Status {
+    MemoryJob job;
+    job.unet = m.unet_config;
+    job.has_vae = options.vae;
+    job.vae = m.vae_config;
+    if (options.text_encoders) {
+      for (const models::TextEncoderPart& part : m.text) job.text.push_back(part.config);
+    }
+    job.latent_height = m.unet_config.sample_size.front();
+    job.latent_width = m.unet_config.sample_size.back();
+    if (!m.text.empty()) job.text_tokens = m.text.front().config.max_position_embeddings;
+    job.prior = p.num_class_images > 0;
+    job.encode_images = images;
+    return CheckJobMemory(job, p);
+  };
   Result<models::DiffusersModel> model = models::LoadDiffusersModel(*model_path, options);
   if (!model.ok()) return model.status();
   JobInputs in;
@@ -116,6 +179,7 @@ Result<JobInputs> LoadJobInputs(const Json& spec, const LoraSdParams& p,
     Result<Dataset> data = LoadDataset(*data_path, in.config);
     if (!data.ok()) return data.status();
     in.data = std::move(*data);
+    GLEANER_RETURN_IF_ERROR(CheckLatentJob(in.config, in.data, p, &*model));
   } else {
     ImageEncoding encoding = ImageEncodingFor(*model, p);
     if (p.num_class_images > 0) {

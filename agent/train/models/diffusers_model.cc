@@ -193,6 +193,7 @@ Result<DiffusersModel> LoadDiffusersModel(const std::string& dir,
   m.scheduler_config = std::move(*scheduler);
 
   GLEANER_RETURN_IF_ERROR(CheckFits(m));
+  if (options.before_large_files) GLEANER_RETURN_IF_ERROR(options.before_large_files(m));
   // The large files last, once everything small is known to fit.
   if (options.text_encoders) {
     for (TextEncoderPart& part : m.text) GLEANER_RETURN_IF_ERROR(BuildTextModel(dir, &part));

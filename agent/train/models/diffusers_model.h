@@ -31,6 +31,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,12 +46,18 @@
 
 namespace gleaner::train::models {
 
+struct DiffusersModel;
+
 struct DiffusersLoadOptions {
   bool unet = true;           // read unet/<weights> into unet_weights
   bool vae = true;            // build the VAE
   bool text_encoders = true;  // build the text encoder(s)
   // F32/F16/BF16 UNet weights are converted to this dtype (F32, F16 or BF16).
   torch::ScalarType unet_dtype = torch::kFloat32;
+  // Called once every config is read and checked (CheckFits), before any weights file is read
+  // or any module is built; an error stops the load with that Status (the caller's memory check:
+  // lora_sd/memory_estimate.h).
+  std::function<Status(const DiffusersModel&)> before_large_files;
 };
 
 // One text encoder with its tokenizer. SD 1.x: one; SDXL: text_encoder then text_encoder_2.

@@ -66,11 +66,8 @@ function nodeColor(id) {
   }
   return state.nodeColors.get(id);
 }
-function csvText(header, rows) {
-  const f = (v) => { const s = v == null ? "" : String(v);
-                     return /[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s; };
-  return [header, ...rows].map((r) => r.map(f).join(",")).join("\n") + "\n";
-}
+// csv.js: formula cells neutralised, numbers kept (the coordinator's reports follow the same rule).
+const { csvText } = window.gleanerCsv;
 function download(name, text) {
   const a = el("a", { href: URL.createObjectURL(new Blob([text], { type: "text/csv" })),
                       download: name });

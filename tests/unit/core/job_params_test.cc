@@ -145,3 +145,36 @@ TEST_CASE("lora-sd num_class_images: 1..1000, kept when given, needs class_promp
     CHECK(bad.status().message().find("params.num_class_images") == 0);
   }
 }
+
+TEST_CASE("lora-sd params: upper bounds from a 24 GB card, refused with the field and the limit",
+          "[params]") {
+  struct Case {
+    const char* field;
+    int64_t max;
+  };
+  for (const Case& c : {Case{"batch_size", kMaxBatchSize}, Case{"rank", kMaxLoraRank}}) {
+    INFO(c.field);
+    CHECK(NormalizeParams("lora-sd", {{"steps", 10}, {c.field, c.max}}).ok());
+    Result<Json> over = NormalizeParams("lora-sd", {{"steps", 10}, {c.field, c.max + 1}});
+    REQUIRE_FALSE(over.ok());
+    CHECK(over.status().message() == std::string("params.") + c.field +
+                                         " must be an integer in [1, " + std::to_string(c.max) +
+                                         "]");
+  }
+  CHECK(kMaxBatchSize == 64);
+  CHECK(kMaxLoraRank == 256);
+  CHECK(kMaxSampleResolution == 2048);
+  for (const char* kind : {"lora-sd", "synthetic"}) {
+    INFO(kind);
+    Json p = {{"steps", 10}, {"sample_prompts", {"a photo"}}, {"sample_resolution", 2048}};
+    CHECK(NormalizeParams(kind, p).ok());
+    p["sample_resolution"] = 2056;
+    Result<Json> over = NormalizeParams(kind, p);
+    REQUIRE_FALSE(over.ok());
+    CHECK(over.status().message() == "params.sample_resolution must be an integer in [8, 2048]");
+    p["sample_resolution"] = 4096;
+    CHECK_FALSE(NormalizeParams(kind, p).ok());
+  }
+  // The issue's submission: batch 1024 and 4096 px samples.
+  CHECK_FALSE(NormalizeParams("lora-sd", {{"steps", 10}, {"batch_size", 1024}}).ok());
+}

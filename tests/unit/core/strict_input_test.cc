@@ -1,6 +1,9 @@
 // Input that a lenient reader resolves silently is refused: duplicate JSON keys, unknown fields,
 // NUL in strings. Output that another program would misread is neutralised: CSV cells that a
 // spreadsheet runs as formulas. Developers do not see the operator's prices.
+#include <fstream>
+#include <sstream>
+
 #include "coordinator/core/report_util.h"
 #include "tests/unit/core/test_env.h"
 
@@ -28,6 +31,21 @@ TEST_CASE("strict JSON: duplicate keys and NUL are 400 on every JSON route", "[s
     CHECK(r.status == 400);
     CHECK(r.json["error"]["message"].get<std::string>().find(c.says) != std::string::npos);
   }
+  // A raw NUL byte ends nlohmann's input: what follows it must not be ignored.
+  const std::string valid = R"({"kind":"synthetic","params":{"steps":10}})";
+  for (const std::string& body : {valid + std::string("\0garbage", 8), valid + std::string("\0", 1),
+                                  std::string(R"({"kind":"synthetic",)") + std::string("\0", 1) +
+                                      R"("params":{"steps":10}})"}) {
+    Resp r = env.Raw("POST", "/v1/jobs", dev, body, {{"content-type", "application/json"}});
+    CHECK(r.status == 400);
+    CHECK(r.json["error"]["message"].get<std::string>().find("NUL byte") != std::string::npos);
+  }
+  CHECK(env.Raw("POST", "/v1/jobs", dev, valid + "garbage", {{"content-type", "application/json"}})
+            .status == 400);
+  CHECK(!ParseJson(valid + std::string("\0garbage", 8)).ok());
+  CHECK(!ParseStrictJson(valid + std::string("\0", 1)).ok());
+  CHECK(
+      ParseJson(R"({"a":"\u0000"})").ok());  // an escaped NUL is JSON (ParseStrictJson refuses it)
   CHECK(env.Scalar("SELECT count(*) FROM jobs") == 0);
   Resp nul = env.Post("/v1/nodes/register", env.Key("enroll"),
                       {{"machine_id", std::string("pc\0x", 4)},
@@ -77,6 +95,21 @@ TEST_CASE("CSV: text cells that a spreadsheet would run as formulas are quoted w
   CHECK(core::CsvField("-1") == "'-1");
   CHECK(core::CsvField("@SUM(A1)") == "'@SUM(A1)");
   CHECK(core::CsvField("\tx") == "'\tx");
+  // The table the dashboard's exports are tested against too (one rule: csv.js, csvCell).
+  std::ifstream f(std::string(GLEANER_SOURCE_DIR) + "/tests/unit/core/csv_cells.json");
+  std::stringstream text;
+  text << f.rdbuf();
+  Result<Json> cells = ParseJson(text.str());
+  REQUIRE(cells.ok());
+  REQUIRE(cells->value("text", Json::array()).size() > 10);
+  for (const Json& c : (*cells)["text"]) {
+    INFO(DumpJson(c));
+    CHECK(core::CsvField(c[0].get<std::string>()) == c[1].get<std::string>());
+  }
+  for (const Json& c : (*cells)["numbers"]) {
+    INFO(DumpJson(c));
+    CHECK(core::Num(c[0].get<double>()) == c[1].get<std::string>());
+  }
   // End to end: a node names its GPU; the operator's cost report by GPU is safe to open.
   TestEnv env;
   const std::string dev = env.Developer();
