@@ -443,7 +443,7 @@ JobOutcome Run::ReportFailure(const std::string& reason, FailCause cause) {
   state_dir_->ClearCurrentJob();
   files::RemoveTree(work_dir_);
   if (s.code() == Code::kConflict) return Lost();
-  if (s.ok()) RemoveJobCache();  // the node is now banned from the job
+  if (s.ok()) RemoveJobCache();  // this machine never gets the job again (ban or input error)
   return JobOutcome::kFailed;
 }
 
