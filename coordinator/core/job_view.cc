@@ -97,8 +97,8 @@ Json JobJson(const Rows& rows, size_t i, int64_t now_ms) {
   j["outputs"] = outputs;
   j["reason"] = get("reason").is_null() ? Json(nullptr) : Json(get("reason").AsText());
   // An input error one node reported, awaiting confirmation by a node of another machine
-  // (attribution.h); null when none is open.
-  if (get("input_error_reason").is_null()) {
+  // (attribution.h); null when none is open, or the job ended otherwise (canceled).
+  if (get("input_error_reason").is_null() || (state != "pending" && !running)) {
     j["input_error"] = nullptr;
   } else {
     j["input_error"] = {{"reason", get("input_error_reason").AsText()},

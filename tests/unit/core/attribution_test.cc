@@ -63,6 +63,10 @@ TEST_CASE("input error: pending awaiting another machine, no ban, no count, no q
   REQUIRE(claim.status == 200);
   CHECK(claim.json["job"]["id"] == job);
   CHECK(claim.json["lease"]["epoch"] == 2);
+  // Still awaiting while the other machine runs it; a canceled job shows none.
+  CHECK(env.Get("/v1/jobs/" + job, dev).json["input_error"].is_object());
+  REQUIRE(env.Post("/v1/jobs/" + job + "/cancel", dev).status == 200);
+  CHECK(env.Get("/v1/jobs/" + job, dev).json["input_error"].is_null());
 }
 
 TEST_CASE("input error confirmed by another machine: failed with the trainer's message",
