@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "shared/unet_limits.h"
+
 namespace gleaner {
 namespace {
 
@@ -290,16 +292,12 @@ Status CheckUnetConfig(const Json& config, const std::string& prefix) {
     return Status::Invalid(prefix + " must be a non-empty JSON object (a diffusers UNet config)");
   }
   auto it = config.find("block_out_channels");
-  bool ok = it != config.end() && it->is_array() && !it->empty() && it->size() <= 16;
-  if (ok) {
-    for (const Json& c : *it) {
-      if (!c.is_number_integer() || c.get<int64_t>() < 1 || c.get<int64_t>() > 65536) ok = false;
-    }
-  }
-  if (!ok) {
+  if (it == config.end() || !it->is_array() || it->empty()) {
     return Status::Invalid(prefix +
                            ".block_out_channels must be a non-empty array of positive integers");
   }
+  // The trainer's own limits (unet_limits.h): what passes here is never out of its range.
+  GLEANER_RETURN_IF_ERROR(CheckUnetConfigLimits(config, prefix));
   // SDXL-style added conditioning: its sizes decide the pooled text embedding the dataset needs.
   auto add = config.find("addition_embed_type");
   if (add == config.end() || add->is_null()) return Status::Ok();

@@ -90,11 +90,11 @@ struct LoraSdParams {
 };
 
 // Checks a diffusers UNet2DConditionModel config object enough to reject what cannot train (the
-// trainer validates it fully): an object with a non-empty block_out_channels array of positive
-// integers; and when addition_embed_type is set, SDXL's "text_time" with integer
-// addition_time_embed_dim >= 1 and projection_class_embeddings_input_dim greater than
-// 6 * addition_time_embed_dim (the rest is the pooled text embedding). prefix names the field in
-// messages ("model.config").
+// trainer validates it fully): an object with a non-empty block_out_channels array; every field
+// within the trainer's own limits (unet_limits.h, named with the limit in the message); and when
+// addition_embed_type is set, SDXL's "text_time" with integer addition_time_embed_dim >= 1 and
+// projection_class_embeddings_input_dim greater than 6 * addition_time_embed_dim (the rest is the
+// pooled text embedding). prefix names the field in messages ("model.config").
 Status CheckUnetConfig(const Json& config, const std::string& prefix);
 
 }  // namespace gleaner

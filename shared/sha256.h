@@ -36,7 +36,9 @@ std::string Sha256Hex(std::string_view data);  // lowercase hex
 Digest HmacSha256(std::string_view key, std::string_view message);
 
 std::string HexEncode(const void* data, size_t len);  // lowercase
-inline std::string HexEncode(const Digest& d) { return HexEncode(d.data(), d.size()); }
+inline std::string HexEncode(const Digest& d) {
+  return HexEncode(d.data(), d.size());
+}
 // Accepts upper or lower case; false on odd length or a non-hex character.
 bool HexDecode(std::string_view hex, std::string* out);
 // True if s is exactly 64 lowercase hex characters.

@@ -97,8 +97,8 @@ class Result {
 }  // namespace gleaner
 
 // Early return on error: GLEANER_RETURN_IF_ERROR(expr) where expr yields a Status.
-#define GLEANER_RETURN_IF_ERROR(expr)        \
-  do {                                       \
-    ::gleaner::Status _st = (expr);          \
-    if (!_st.ok()) return _st;               \
+#define GLEANER_RETURN_IF_ERROR(expr) \
+  do {                                \
+    ::gleaner::Status _st = (expr);   \
+    if (!_st.ok()) return _st;        \
   } while (0)

@@ -367,9 +367,15 @@ Status CoordinatorApi::Complete(const std::string& job, int64_t epoch,
       .status();
 }
 
-Status CoordinatorApi::Fail(const std::string& job, int64_t epoch, const std::string& reason) {
-  return Call("POST", "/v1/jobs/" + job + "/fail", Json{{"epoch", epoch}, {"reason", reason}})
-      .status();
+const char* FailCauseName(FailCause cause) {
+  return cause == FailCause::kInput ? "input" : "node";
+}
+
+Status CoordinatorApi::Fail(const std::string& job, int64_t epoch, const std::string& reason,
+                            FailCause cause, int64_t step) {
+  Json body = {{"epoch", epoch}, {"reason", reason}, {"cause", FailCauseName(cause)}};
+  if (step >= 0) body["step"] = step;
+  return Call("POST", "/v1/jobs/" + job + "/fail", body).status();
 }
 
 Status CoordinatorApi::Release(const std::string& job, int64_t epoch, const std::string& reason) {

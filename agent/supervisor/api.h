@@ -78,6 +78,13 @@ struct SampleFile {
   int64_t size = 0;
 };
 
+// Who a failed job's failure is attributed to (POST /v1/jobs/{id}/fail "cause").
+enum class FailCause {
+  kInput,  // the job's own inputs: the trainer exited kExitFailed, or an input cannot be had
+  kNode,   // this node: a crash, a signal, no trainer, output that fails the agent's checks
+};
+const char* FailCauseName(FailCause cause);  // "input" | "node"
+
 class CoordinatorApi {
  public:
   CoordinatorApi(net::HttpClient* http, std::string base_url);
@@ -115,7 +122,11 @@ class CoordinatorApi {
   Status CommitSamples(const std::string& job, int64_t epoch, int64_t step, int64_t seed,
                        double seconds, const std::vector<SampleFile>& images);
   Status Complete(const std::string& job, int64_t epoch, const std::vector<OutputFile>& outputs);
-  Status Fail(const std::string& job, int64_t epoch, const std::string& reason);
+  // cause: what failed (docs/api.md "Failure attribution"): kInput (the trainer refused the
+  // job's dataset, model or params; another machine confirms it) or kNode (this node's fault).
+  // step: the last step the trainer reached (-1: not sent).
+  Status Fail(const std::string& job, int64_t epoch, const std::string& reason,
+              FailCause cause = FailCause::kNode, int64_t step = -1);
   Status Release(const std::string& job, int64_t epoch, const std::string& reason);
 
   // A verification lease's routes (`id` = v_…, `epoch` the verification's): the heartbeat (its

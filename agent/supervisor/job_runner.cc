@@ -137,7 +137,7 @@ class Run {
   int Train(ChildProcess* child);
   JobOutcome Finish(int wait_status);
   JobOutcome Complete();
-  JobOutcome ReportFailure(const std::string& reason);
+  JobOutcome ReportFailure(const std::string& reason, FailCause cause);
   JobOutcome Release(const std::string& reason);
   JobOutcome Lost();
   // A replay: pack the checkpoint of stop_step, upload it, commit its sha256.
@@ -437,20 +437,21 @@ JobOutcome Run::Release(const std::string& reason) {
   return JobOutcome::kReleased;
 }
 
-JobOutcome Run::ReportFailure(const std::string& reason) {
+JobOutcome Run::ReportFailure(const std::string& reason, FailCause cause) {
   if (replay()) return Drop(reason);
-  Log("job %s: failed: %s", job_.job_id.c_str(), reason.c_str());
+  Log("job %s: failed (%s): %s", job_.job_id.c_str(), FailCauseName(cause), reason.c_str());
   // Checkpoints already written help the next node: give them a moment.
   if (uploader_) uploader_->Drain(std::min(10.0, std::max(0.1, SecondsLeft(sd_) - 1.0)));
   if (uploader_) uploader_->Abort();
   Apply(Event(JobEvent::Type::kFinishing));
   Status s = Retry(
-      "fail", [&] { return api_->Fail(job_.job_id, job_.epoch, reason.substr(0, 4000)); },
+      "fail",
+      [&] { return api_->Fail(job_.job_id, job_.epoch, reason.substr(0, 4000), cause, step_); },
       [this] { return GiveUp(); }, &sd_->stop);
   state_dir_->ClearCurrentJob();
   files::RemoveTree(work_dir_);
   if (s.code() == Code::kConflict) return Lost();
-  if (s.ok()) RemoveJobCache();  // the node is now banned from the job
+  if (s.ok()) RemoveJobCache();  // this machine never gets the job again (ban or input error)
   return JobOutcome::kFailed;
 }
 
@@ -473,7 +474,10 @@ JobOutcome Run::Complete() {
   }
   std::string out_dir = train::OutputDirFor(work_dir_);
   Result<CheckpointManifest> m = train::VerifyCheckpointDir(out_dir);
-  if (!m.ok()) return ReportFailure("trainer output failed verification: " + m.status().message());
+  if (!m.ok()) {
+    return ReportFailure("trainer output failed verification: " + m.status().message(),
+                         FailCause::kNode);
+  }
   std::vector<OutputFile> outputs;
   for (const ManifestFile& f : m->files) {
     std::string url;
@@ -624,7 +628,7 @@ JobOutcome Run::Finish(int wait_status) {
       for (const std::string& l : stderr_tail_) reason += "\n" + l;
     }
   }
-  return ReportFailure(reason);
+  return ReportFailure(reason, FailCauseOfExit(wait_status));
 }
 
 int Run::Train(ChildProcess* child) {
@@ -695,7 +699,7 @@ JobOutcome Run::Go() {
   if (!state().held()) return Lost();
   if (!s.ok()) {
     if (IsTransient(s)) return Release("inputs unavailable: " + s.message());
-    return ReportFailure(s.message());
+    return ReportFailure(s.message(), FailCause::kInput);
   }
   std::string resume_dir = PrepareResume();
   if (!state().held()) return Lost();
@@ -742,13 +746,20 @@ JobOutcome Run::Go() {
   Result<std::unique_ptr<ChildProcess>> child = ChildProcess::Start(
       argv, [this](const std::string& l) { OnStdout(l); },
       [this](const std::string& l) { OnStderr(l); }, &env, &limits.rlimits);
-  if (!child.ok()) return ReportFailure("cannot start the trainer: " + child.status().message());
+  if (!child.ok()) {
+    return ReportFailure("cannot start the trainer: " + child.status().message(), FailCause::kNode);
+  }
   int wait_status = Train(child->get());
   child->reset();
   return Finish(wait_status);
 }
 
 }  // namespace
+
+FailCause FailCauseOfExit(int wait_status) {
+  return WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == kExitFailed ? FailCause::kInput
+                                                                           : FailCause::kNode;
+}
 
 JobOutcome RunJob(const AgentConfig& config, CoordinatorApi* api, StateDir* state, BlobCache* cache,
                   const Assignment& job, ShutdownState* shutdown) {

@@ -2,7 +2,9 @@
 // §4 steps 3–8):
 // inputs from the cache, the resume checkpoint (verified, unpacked), gleaner-train as a child,
 // heartbeats on their own thread, checkpoint uploads in the background, then complete / fail /
-// release. The trainer crashing never takes the agent with it.
+// release. The trainer crashing never takes the agent with it. A failure is reported with its
+// cause (api.h FailCause): the job's inputs (the trainer exited kExitFailed; an input that
+// cannot be fetched for a reason other than a transient one) or this node (anything else).
 //
 // A replay (a verification lease, Assignment::verification_id) runs the same way with the
 // trainer told to stop at the segment's end (--stop-at-step): heartbeats go to the
@@ -51,6 +53,11 @@ struct ShutdownState {
   HandBack hand_back;
   StatusBoard board;  // the job's progress, for `gleaner-agent status`
 };
+
+// What a trainer's end (a waitpid status) is attributed to when the job fails: an exit with
+// kExitFailed (trainer_protocol.h: bad dataset, model or params, NaN loss, fail_at_step) is the
+// job's input; any other code, or a signal death, is the node's.
+FailCause FailCauseOfExit(int wait_status);
 
 JobOutcome RunJob(const AgentConfig& config, CoordinatorApi* api, StateDir* state, BlobCache* cache,
                   const Assignment& job, ShutdownState* shutdown);

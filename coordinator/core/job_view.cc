@@ -28,7 +28,13 @@ const char* const kJobColumns =
     "'running')) AS verify_open, "
     "(SELECT COALESCE(SUM(" VERIFICATION_COST_SQL
     "), 0) FROM verifications v WHERE "
-    "v.job_id = jobs.id) AS verify_cost_usd";
+    "v.job_id = jobs.id) AS verify_cost_usd, "
+    "(SELECT e.reason FROM input_errors e WHERE e.job_id = jobs.id AND e.outcome IS NULL) AS "
+    "input_error_reason, "
+    "(SELECT e.step FROM input_errors e WHERE e.job_id = jobs.id AND e.outcome IS NULL) AS "
+    "input_error_step, "
+    "(SELECT e.at FROM input_errors e WHERE e.job_id = jobs.id AND e.outcome IS NULL) AS "
+    "input_error_at";
 
 Json TimeOrNull(const SqlValue& v) {
   if (v.is_null()) return nullptr;
@@ -90,6 +96,16 @@ Json JobJson(const Rows& rows, size_t i, int64_t now_ms) {
   }
   j["outputs"] = outputs;
   j["reason"] = get("reason").is_null() ? Json(nullptr) : Json(get("reason").AsText());
+  // An input error one node reported, awaiting confirmation by a node of another machine
+  // (attribution.h); null when none is open, or the job ended otherwise (canceled).
+  if (get("input_error_reason").is_null() || (state != "pending" && !running)) {
+    j["input_error"] = nullptr;
+  } else {
+    j["input_error"] = {{"reason", get("input_error_reason").AsText()},
+                        {"step", get("input_error_step").AsInt()},
+                        {"reported_at", TimeOrNull(get("input_error_at"))},
+                        {"state", "awaiting_confirmation"}};
+  }
   j["cost_usd"] = get("cost_usd").AsReal();
   // Sampling is reported apart from training: wall seconds spent rendering committed samples,
   // and the newest step that has them (null when none).

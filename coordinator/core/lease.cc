@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "coordinator/core/attribution.h"
 #include "shared/job_params.h"
 
 namespace gleaner::core {
@@ -54,14 +55,19 @@ void AddLeaseFailure(const Ctx& ctx, const Fence& f, int64_t epoch, const std::s
          Cat({node}, f.params));
   std::string why = std::to_string(c.quarantine_failures) + " failed jobs within " +
                     std::to_string(int64_t(c.quarantine_window_s)) + " s";
+  // Bans on jobs that failed for everyone do not count (attribution.h: kCountedBan); this job
+  // is still running here, so its ban counts unless this failure ends it.
   b->Add(
       "UPDATE nodes SET state = 'quarantined', state_reason = ?, state_changed_at = ? "
       "WHERE id = ? AND state = 'active' AND " +
           exists +
           " AND (SELECT count(*) FROM job_bans b WHERE b.node_id = nodes.id AND "
-          "b.at > MAX(?, COALESCE(nodes.state_changed_at, -1))) >= ? RETURNING id",
+          "b.at > MAX(?, COALESCE(nodes.state_changed_at, -1)) AND " +
+          kCountedBan +
+          " AND NOT (b.job_id = ? AND (SELECT failures + 1 >= max_failures FROM jobs WHERE id = "
+          "?))) >= ? RETURNING id",
       Cat(Cat({why, now, node}, f.params),
-          {now - int64_t(c.quarantine_window_s * 1000), int64_t(c.quarantine_failures)}));
+          {now - int64_t(c.quarantine_window_s * 1000), job, job, int64_t(c.quarantine_failures)}));
   b->Add(
       "UPDATE jobs SET failures = failures + 1, "
       "state = CASE WHEN failures + 1 >= max_failures THEN 'failed' ELSE 'pending' END, "

@@ -1,7 +1,8 @@
 // One maintenance tick (the shell's timer, or POST /v1/admin/maintenance for operators):
 //  1. close the segments of expired leases (end_reason 'stalled'); the jobs stay 'running' with
 //     an expired lease, which is exactly what the claim picks first;
-//  2. quarantine nodes with quarantine_failures failed jobs within quarantine_window_s;
+//  2. quarantine nodes with quarantine_failures failed jobs within quarantine_window_s (bans
+//     on jobs that failed for everyone do not count: attribution.h);
 //  3. decide the autoscaler target (autoscaler.h) from the counts read in the same batch (running
 //     jobs are counted, which is bounded by the fleet; pending is the active-job counter of
 //     migration 0003 minus running, whatever the queue holds) and
@@ -19,6 +20,7 @@
 //     outputs of any job state that neither its result nor a checkpoint of their lease names),
 //     in both storage modes: the keys come from lease_objects, not from the store.
 // Two batches: the changes and counts, then the scaling event. The response is a JSON summary.
+#include "coordinator/core/attribution.h"
 #include "coordinator/core/autoscaler.h"
 #include "coordinator/core/lease_quota.h"
 #include "coordinator/core/routes.h"
@@ -78,7 +80,8 @@ Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms, const PoolObserva
       "WHERE id IN (SELECT node_id FROM job_bans INDEXED BY job_bans_at WHERE at > ?3) AND "
       "state = 'active' AND "
       "(SELECT count(*) FROM job_bans b WHERE b.node_id = nodes.id "
-      "AND b.at > MAX(?3, COALESCE(nodes.state_changed_at, -1))) >= ? RETURNING id",
+      "AND b.at > MAX(?3, COALESCE(nodes.state_changed_at, -1)) AND " +
+          std::string(kCountedBan) + ") >= ? RETURNING id",
       {why, now_ms, window_start, int64_t(c.quarantine_failures)});
   b.Add(
       "SELECT (SELECT count(*) FROM jobs WHERE state = 'running') AS running, "

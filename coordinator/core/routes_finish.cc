@@ -3,9 +3,11 @@
 // come first and the job's state change last, so every guard sees the lease still held.
 #include <algorithm>
 
+#include "coordinator/core/attribution.h"
 #include "coordinator/core/lease.h"
 #include "coordinator/core/outputs.h"
 #include "coordinator/core/routes.h"
+#include "shared/job_params.h"
 
 namespace gleaner::core {
 namespace {
@@ -13,6 +15,86 @@ namespace {
 std::string Truncate(std::string s, size_t n) {
   if (s.size() > n) s.resize(n);
   return s;
+}
+
+// The answer to a fail batch whose statement `job_index` updates the job (RETURNING state,
+// failures), `quarantine_index` quarantines the caller (-1: none) and whose last statement
+// reads the job with kLeaseColumns.
+Plan RespondFail(const CtxPtr& ctx, int64_t epoch, Batch b, const char* cause, size_t job_index,
+                 int quarantine_index) {
+  const std::string job = ctx->args[0];
+  return Plan::Run(std::move(b),
+                   [ctx, epoch, job, cause, job_index, quarantine_index](BatchResult res) -> Plan {
+                     if (!res.status.ok()) return DbFail(res.status);
+                     const Rows& done = res.results[job_index];
+                     if (!done.empty()) {
+                       bool quarantined =
+                           quarantine_index >= 0 && !res.results[size_t(quarantine_index)].empty();
+                       return RespondJson(200, {{"job_id", job},
+                                                {"state", done.Get(0, "state").AsText()},
+                                                {"failures", done.Get(0, "failures").AsInt()},
+                                                {"cause", cause},
+                                                {"node_quarantined", quarantined}});
+                     }
+                     Status st = ExplainLease(res.results.back(), *ctx, epoch);
+                     if (!st.ok()) return Plan::Fail(st);
+                     return Plan::Fail(Status::Conflict("fail raced with another change; retry"));
+                   });
+}
+
+// An input error (fail with cause "input"): never a ban, a failure count or a quarantine. With
+// no open input error on the job, this report opens one (input_errors, outcome NULL, at the
+// step the lease reached: the larger of the body's step and the last one it reported) and the
+// job goes back to pending, where only a node of another machine may claim it
+// (routes_work.cc). With an open one from another machine and node, this report confirms it:
+// both rows become 'confirmed' and the job fails with this report's reason (the trainer's
+// message, as the developer sees it in the job and its events).
+Plan AddInputError(const CtxPtr& ctx, int64_t epoch, const std::string& reason, int64_t step) {
+  const std::string& job = ctx->args[0];
+  const std::string& node = ctx->caller.id;
+  const int64_t now = ctx->now();
+  Fence f = LeaseFence(*ctx, epoch);
+  std::string exists = "EXISTS (SELECT 1 FROM jobs WHERE " + f.sql + ")";
+  // ?1 job, ?2 node: an open report from another node of another machine.
+  const std::string open_other =
+      "EXISTS (SELECT 1 FROM input_errors e WHERE e.job_id = ?1 AND e.outcome IS NULL AND "
+      "e.node_id <> ?2 AND e.machine_id <> (SELECT n.machine_id FROM nodes n WHERE n.id = ?2))";
+  const std::string open_any =
+      "EXISTS (SELECT 1 FROM input_errors e WHERE e.job_id = ?1 AND e.outcome IS NULL)";
+  // ?3 step, ?4 reason, ?5 now; the fence's own "?" come last and number on from ?6.
+  Batch b;
+  b.Add(
+      "INSERT INTO input_errors (job_id, epoch, node_id, machine_id, step, reason, at, outcome, "
+      "outcome_at) SELECT id, lease_epoch, ?2, (SELECT n.machine_id FROM nodes n WHERE n.id = "
+      "?2), MIN(steps_total, MAX(step_done, ?3)), ?4, ?5, CASE WHEN " +
+          open_other + " THEN 'confirmed' END, CASE WHEN " + open_other +
+          " THEN ?5 END FROM jobs WHERE (NOT " + open_any + " OR " + open_other + ") AND " + f.sql +
+          " ON CONFLICT DO NOTHING",
+      Cat({job, node, step, reason, now}, f.params));
+  // This lease's row is 'confirmed' only if it confirmed an open one: settle that one too.
+  b.Add(
+      "UPDATE input_errors SET outcome = 'confirmed', outcome_at = ? WHERE job_id = ? AND "
+      "outcome IS NULL AND EXISTS (SELECT 1 FROM input_errors c WHERE c.job_id = ? AND c.epoch "
+      "= ? AND c.node_id = ? AND c.outcome = 'confirmed') AND " +
+          exists,
+      Cat({now, job, job, epoch, node}, f.params));
+  b.Add(
+      "UPDATE segments SET ended_at = ?, end_reason = 'input_error', note = ? WHERE job_id = ? "
+      "AND epoch = ? AND ended_at IS NULL AND " +
+          exists,
+      Cat({now, reason, job, epoch}, f.params));
+  const std::string confirmed =
+      "EXISTS (SELECT 1 FROM input_errors c WHERE c.job_id = jobs.id AND c.epoch = "
+      "jobs.lease_epoch AND c.outcome = 'confirmed')";
+  b.Add("UPDATE jobs SET state = CASE WHEN " + confirmed + " THEN 'failed' ELSE 'pending' END, " +
+            "node_id = CASE WHEN " + confirmed + " THEN node_id END, finished_at = CASE WHEN " +
+            confirmed +
+            " THEN ? END, reason = ?, lease_expires_at = NULL, step_done = COALESCE(ckpt_step, "
+            "0), updated_at = ? WHERE " +
+            f.sql + " RETURNING state, failures",
+        Cat({now, reason, now}, f.params));
+  b.Add(std::string("SELECT ") + kLeaseColumns + " FROM jobs WHERE id = ?", {job});
+  return RespondFail(ctx, epoch, std::move(b), "input", 3, -1);
 }
 
 }  // namespace
@@ -78,6 +160,8 @@ Plan HandleComplete(CtxPtr ctx) {
       "WHERE job_id = ? AND epoch = ? AND ended_at IS NULL AND " +
           exists,
       Cat({now, job, job, job, epoch}, gp));
+  // A completion never reproduces an open input error (attribution.h).
+  AddNotReproduced(&b, job, kMaxJobSteps + 1, now, exists, gp);
   b.Add(
       "UPDATE jobs SET state = 'completed', outputs = ?, finished_at = ?, updated_at = ?, "
       "step_done = steps_total, lease_expires_at = NULL WHERE " +
@@ -91,8 +175,8 @@ Plan HandleComplete(CtxPtr ctx) {
       std::move(b), [ctx, epoch, outputs, canonical, builtin, job](BatchResult res) -> Plan {
         if (!res.status.ok()) return DbFail(res.status);
         Json ok = {{"job_id", job}, {"state", "completed"}};
-        if (!res.results[2].empty()) return RespondJson(200, ok);
-        const Rows& row = res.results[3];
+        if (!res.results[4].empty()) return RespondJson(200, ok);
+        const Rows& row = res.results[5];
         if (!row.empty() && row.Get(0, "state").AsText() == "completed" &&
             row.Get(0, "lease_epoch").AsInt() == epoch &&
             row.Get(0, "node_id").AsText() == ctx->caller.id) {
@@ -101,7 +185,7 @@ Plan HandleComplete(CtxPtr ctx) {
         Status st = ExplainLease(row, *ctx, epoch);
         if (!st.ok()) return Plan::Fail(st);
         if (builtin) {
-          const Rows& blobs = res.results[4];
+          const Rows& blobs = res.results[6];
           for (const OutputFile& o : outputs) {
             std::string key = OutputKey(job, epoch, o.name);
             bool found = false;
@@ -140,40 +224,35 @@ Plan HandleComplete(CtxPtr ctx) {
       });
 }
 
-// {epoch, reason?} -> {job_id, state: "pending" | "failed", failures, node_quarantined}.
-// Bans (job, node); failures += 1; the job goes back to pending, or to failed once failures
-// reach max_failures (each failure is from a distinct node, since banned nodes never get the
-// job again). The node is quarantined when it has quarantine_failures failed jobs within
-// quarantine_window_s (failures before its last restore do not count).
+// {epoch, reason?, cause?, step?} -> {job_id, state: "pending" | "failed", failures,
+// node_quarantined, cause}. cause "node" (the default: an agent that does not attribute its
+// failures) is a node fault: bans (job, node); failures += 1; the job goes back to pending, or
+// to failed once failures reach max_failures (each failure is from a distinct node, since
+// banned nodes never get the job again). The node is quarantined when it has
+// quarantine_failures counted bans (attribution.h: not on jobs failed for everyone, this one
+// included when this failure ends it) within quarantine_window_s (failures before its last
+// restore do not count). cause "input" (the trainer refused the job's inputs) is AddInputError.
 Plan HandleFail(CtxPtr ctx) {
   if (!IsPlainId(ctx->args[0])) return Plan::Fail(Status::NotFound("no such job"));
   FieldReader r(ctx->body);
-  static const char* const kKeys[] = {"epoch", "reason", nullptr};
+  static const char* const kKeys[] = {"epoch", "reason", "cause", "step", nullptr};
   r.OnlyKeys(kKeys);
-  int64_t epoch = 0;
-  std::string reason;
+  int64_t epoch = 0, step = 0;
+  std::string reason, cause = "node";
   ReadEpoch(r, &epoch);
   r.String("reason", &reason, false, 65536);
+  r.String("cause", &cause, false, 16);
+  r.Int("step", &step, false, 0, kMaxJobSteps);
+  if (r.ok() && cause != "node" && cause != "input") r.Fail("cause must be \"input\" or \"node\"");
   if (!r.ok()) return Plan::Fail(r.status());
   reason = reason.empty() ? "failed" : Truncate(reason, 4000);
+  if (cause == "input") return AddInputError(ctx, epoch, reason, step);
   const std::string& job = ctx->args[0];
   Fence f = LeaseFence(*ctx, epoch);
   Batch b;
   AddLeaseFailure(*ctx, f, epoch, reason, "failed", "?", {ctx->now()}, &b);
   b.Add(std::string("SELECT ") + kLeaseColumns + " FROM jobs WHERE id = ?", {job});
-  return Plan::Run(std::move(b), [ctx, epoch, job](BatchResult res) -> Plan {
-    if (!res.status.ok()) return DbFail(res.status);
-    const Rows& done = res.results[4];
-    if (!done.empty()) {
-      return RespondJson(200, {{"job_id", job},
-                               {"state", done.Get(0, "state").AsText()},
-                               {"failures", done.Get(0, "failures").AsInt()},
-                               {"node_quarantined", !res.results[3].empty()}});
-    }
-    Status st = ExplainLease(res.results[5], *ctx, epoch);
-    if (!st.ok()) return Plan::Fail(st);
-    return Plan::Fail(Status::Conflict("fail raced with another change; retry"));
-  });
+  return RespondFail(ctx, epoch, std::move(b), "node", 4, 3);
 }
 
 // {epoch, reason?} -> {job_id, state: "pending"}: interrupted (e.g. SIGTERM after a final

@@ -128,8 +128,9 @@ Plan HandleCancelJob(CtxPtr ctx) {
   });
 }
 
-// Segments (one per lease) and failures, for timelines. The price per hour a segment was billed
-// at is the operator's business: only an operator sees it (a developer sees each cost).
+// Segments (one per lease), failures (node faults) and input errors, for timelines. The price per
+// hour a segment was billed at is the operator's business: only an operator sees it (a developer
+// sees each cost).
 Plan HandleJobEvents(CtxPtr ctx) {
   if (!IsPlainId(ctx->args[0])) return NoSuchJob();
   const std::string& id = ctx->args[0];
@@ -152,6 +153,11 @@ Plan HandleJobEvents(CtxPtr ctx) {
             " AS cost_usd FROM verifications v WHERE v.job_id = ? AND " + owned +
             " ORDER BY v.created_at, v.id",
         Cat({id}, op));
+  b.Add(
+      "SELECT node_id, epoch, step, reason, at, outcome, outcome_at FROM input_errors WHERE "
+      "job_id = ? AND " +
+          owned + " ORDER BY at, epoch",
+      Cat({id}, op));
   return Plan::Run(std::move(b), [ctx](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     if (res.results[0].empty()) return NoSuchJob();
@@ -224,9 +230,24 @@ Plan HandleJobEvents(CtxPtr ctx) {
                                {"ended_at", TimeOrNull(get("ended_at"))},
                                {"cost_usd", get("cost_usd").AsReal()}});
     }
+    // Input errors (attribution.h): each report, and what became of it.
+    Json input_errors = Json::array();
+    const Rows& e = res.results[5];
+    for (size_t i = 0; i < e.rows.size(); ++i) {
+      const SqlValue& outcome = e.Get(i, "outcome");
+      input_errors.push_back(
+          {{"node_id", e.Get(i, "node_id").AsText()},
+           {"epoch", e.Get(i, "epoch").AsInt()},
+           {"step", e.Get(i, "step").AsInt()},
+           {"reason", e.Get(i, "reason").AsText()},
+           {"at", TimeOrNull(e.Get(i, "at"))},
+           {"outcome", outcome.is_null() ? "awaiting_confirmation" : outcome.AsText()},
+           {"outcome_at", TimeOrNull(e.Get(i, "outcome_at"))}});
+    }
     return RespondJson(200, {{"job", JobJson(res.results[0], 0, ctx->now())},
                              {"segments", segments},
                              {"failures", failures},
+                             {"input_errors", input_errors},
                              {"checkpoints", ckpts},
                              {"verifications", verifications}});
   });

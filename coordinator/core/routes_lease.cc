@@ -1,6 +1,7 @@
 // The lease holder's writes while training: heartbeat, checkpoint upload URL + commit, output
 // upload URL. Every write is fenced by (job, epoch, node, running, unexpired) in SQL; zero rows
 // changed = 409, explained by a read in the same batch.
+#include "coordinator/core/attribution.h"
 #include "coordinator/core/blob_urls.h"
 #include "coordinator/core/ids.h"
 #include "coordinator/core/lease.h"
@@ -249,6 +250,9 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
       "WHERE job_id = ? AND epoch = ? AND EXISTS (SELECT 1 FROM jobs WHERE " +
           newer + ") AND " + row,
       Cat(Cat({step, step, job, epoch}, np), rp));
+  // A lease that trains past an open input error's step did not reproduce it (attribution.h).
+  AddNotReproduced(&b, job, step, now, "EXISTS (SELECT 1 FROM jobs WHERE " + newer + ") AND " + row,
+                   Cat(np, rp));
   b.Add(
       "UPDATE jobs SET ckpt_step = ?, ckpt_key = ?, ckpt_sha256 = ?, ckpt_size = ?, "
       "ckpt_committed_at = ?, progress_at = CASE WHEN ? > step_done THEN ? ELSE progress_at "
@@ -273,7 +277,7 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
   b.Add("SELECT size, sha256 FROM blobs WHERE key = ?", {key});
   b.Add("SELECT sha256, size, epoch, outputs FROM checkpoints WHERE job_id = ? AND step = ?",
         {job, step});
-  // 9: a committed object leaves the lease's uncommitted allowance (lease_quota.h).
+  // 11: a committed object leaves the lease's uncommitted allowance (lease_quota.h).
   b.Add(
       "DELETE FROM lease_objects WHERE key = ? AND EXISTS (SELECT 1 FROM checkpoints WHERE "
       "job_id = ? AND step = ? AND key = ?)",
@@ -284,12 +288,12 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
       [ctx, epoch, step, sha, size, key, builtin, outputs, has_outputs](BatchResult res) -> Plan {
         if (!res.status.ok()) return DbFail(res.status);
         std::vector<std::string> deletes;
-        for (const auto& row : res.results[5].rows) deletes.push_back(row[0].AsText());
+        for (const auto& row : res.results[7].rows) deletes.push_back(row[0].AsText());
         auto respond = [&](Plan p) { return std::move(p).WithBlobDeletes(deletes); };
         Json ok = {
             {"committed", true}, {"step", step}, {"key", key}, {"sha256", sha}, {"size", size}};
-        if (!res.results[3].empty()) return respond(RespondJson(200, ok));
-        const Rows& job = res.results[6];
+        if (!res.results[5].empty()) return respond(RespondJson(200, ok));
+        const Rows& job = res.results[8];
         Status st = ExplainLease(job, *ctx, epoch);
         if (!st.ok()) return respond(Plan::Fail(st));
         const int64_t steps = job.Get(0, "steps_total").AsInt();
@@ -305,7 +309,7 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
           return respond(Plan::Fail(
               Status::Invalid("outputs come only with the checkpoint of the last step")));
         }
-        const Rows& existing = res.results[8];
+        const Rows& existing = res.results[10];
         if (job.Get(0, "ckpt_step").AsInt() == step && !existing.empty() &&
             existing.Get(0, "sha256").AsText() == sha && existing.Get(0, "size").AsInt() == size &&
             existing.Get(0, "epoch").AsInt() == epoch &&
@@ -317,13 +321,13 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
                                          std::to_string(job.Get(0, "ckpt_step").AsInt()) +
                                          " is already committed"));
         }
-        if (!builtin && res.results[10].empty()) {
+        if (!builtin && res.results[12].empty()) {
           return respond(Plan::Fail(Status::Invalid(
               "no upload URL is open for " + key +
               " (never asked for, or collected after uncommitted-grace); ask for one and upload "
               "it again")));
         }
-        const Rows& blob = res.results[7];
+        const Rows& blob = res.results[9];
         if (builtin && (blob.empty() || blob.Get(0, "sha256").AsText() != sha ||
                         blob.Get(0, "size").AsInt() != size)) {
           return respond(Plan::Fail(Status::Invalid(

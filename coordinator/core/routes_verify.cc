@@ -14,6 +14,7 @@
 //                   them are void, a lease on the job ends (its holder gets 409), a completed
 //                   job is pending again. Only while the bad checkpoint is still the job's
 //                   (an earlier rewind may have discarded it already).
+#include "coordinator/core/attribution.h"
 #include "coordinator/core/blob_urls.h"
 #include "coordinator/core/ids.h"
 #include "coordinator/core/lease.h"
@@ -162,16 +163,14 @@ Plan HandleVerifyCommit(CtxPtr ctx) {
           kThis + " AND verdict = 'disagree'",
       {NewId(ctx->req.entropy, "v"), now, nonce});
   // 2, 3: the minority node is quarantined (and a bad trainer banned from the job).
-  b.Add(
-      "UPDATE nodes SET state = 'quarantined', state_changed_at = ?, state_reason = "
-      "'verification: ' || (SELECT CASE verdict WHEN 'trainer_bad' THEN 'trained' ELSE "
-      "'replayed' END || ' checkpoint ' || step || ' of job ' || job_id || ' unlike two other "
-      "nodes' FROM " +
-          kThis +
-          ") WHERE state = 'active' AND id = (SELECT CASE verdict WHEN 'trainer_bad' THEN "
-          "trainer_node ELSE other_node END FROM " +
-          kThis + " AND verdict IN ('trainer_bad', 'verifier_bad'))",
-      {now, nonce, nonce});
+  b.Add(QuarantineSql("'verification: ' || (SELECT CASE verdict WHEN 'trainer_bad' THEN "
+                      "'trained' ELSE 'replayed' END || ' checkpoint ' || step || ' of job ' || "
+                      "job_id || ' unlike two other nodes' FROM " +
+                          kThis + ")",
+                      "SELECT CASE verdict WHEN 'trainer_bad' THEN trainer_node ELSE other_node "
+                      "END FROM " +
+                          kThis + " AND verdict IN ('trainer_bad', 'verifier_bad')"),
+        {now, nonce, nonce});
   b.Add(
       "INSERT INTO job_bans (job_id, node_id, reason, at) SELECT job_id, trainer_node, "
       "'failed verification', ? FROM " +

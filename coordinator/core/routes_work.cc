@@ -3,8 +3,10 @@
 // Order: running jobs whose lease expired (stalled) first, then pending jobs; each by priority
 // DESC, then age (created_at, id). Never a job banned for this node (job_bans), never one whose
 // min_vram_mb exceeds the node's VRAM, never for a quarantined node (the node's state is checked
-// inside the same statement). The claim bumps lease_epoch and stamps a fresh lease_nonce; the
-// rest of the batch selects by that nonce, so it acts only if this claim won.
+// inside the same statement), never one awaiting confirmation of an input error for a node of
+// the reporter's machine (attribution.h: a second machine confirms it). The claim bumps lease_epoch
+// and stamps a fresh lease_nonce; the rest of the batch selects by that nonce, so it acts only if
+// this claim won.
 //
 // A node that sends {"verify": true} also takes verification work (verification.h) when no job
 // is claimable, so verification never delays a job: never one whose segment it trained itself
@@ -209,7 +211,10 @@ Plan HandleWork(CtxPtr ctx) {
   // Parameters: ?1 nonce, ?2 node, ?3 now, ?4 lease expiry.
   const std::string eligible =
       "j.min_vram_mb <= (SELECT n.vram_mb FROM nodes n WHERE n.id = ?2 AND n.state = 'active') "
-      "AND NOT EXISTS (SELECT 1 FROM job_bans b WHERE b.job_id = j.id AND b.node_id = ?2)";
+      "AND NOT EXISTS (SELECT 1 FROM job_bans b WHERE b.job_id = j.id AND b.node_id = ?2) "
+      "AND NOT EXISTS (SELECT 1 FROM input_errors e WHERE e.job_id = j.id AND e.outcome IS NULL "
+      "AND (e.node_id = ?2 OR e.machine_id = (SELECT n.machine_id FROM nodes n WHERE n.id = "
+      "?2)))";
   // A verifying node takes an overdue replay (opened at or before ?5) before any job.
   const std::string no_overdue_replay =
       verify ? std::string(

@@ -798,6 +798,99 @@ test("fail: bans the node, the job fails for good after max_failures", async () 
   }
 });
 
+test("input errors: confirmed by another machine, then failed with the trainer's message; no ban, no quarantine", async () => {
+  const dev = developer();
+  try {
+    const job = expectOk(await dev.submit(synthetic(10, { max_failures: 100, priority: 900 })), 201);
+    const a = await newNode();
+    const b = await newNode();
+    const fail = (node, epoch, reason, cause, step) =>
+      call("POST", `/v1/jobs/${job.id}/fail`, { token: node.token, body: { epoch, reason, cause, step } });
+    const la = expectOk(await claim(a)).lease;
+    const f1 = expectOk(await fail(a, la.epoch, "fail_at_step 1 reached", "input", 0));
+    assert.equal(f1.state, "pending");
+    assert.equal(f1.cause, "input");
+    assert.equal(f1.failures, 0);
+    assert.equal(f1.node_quarantined, false);
+    const view = expectOk(await call("GET", `/v1/jobs/${job.id}`, { token: await dev.token() }));
+    assert.equal(view.input_error.state, "awaiting_confirmation");
+    assert.equal(view.input_error.reason, "fail_at_step 1 reached");
+    assert.equal((await claim(a)).status, 204, "the reporter's machine never confirms its own report");
+    const wb = expectOk(await claim(b));
+    assert.equal(wb.job.id, job.id);
+    const f2 = expectOk(await fail(b, wb.lease.epoch, "trainer exited with code 2: fail_at_step 1 reached", "input", 0));
+    assert.equal(f2.state, "failed");
+    const done = expectOk(await call("GET", `/v1/jobs/${job.id}`, { token: await dev.token() }));
+    assert.equal(done.reason, "trainer exited with code 2: fail_at_step 1 reached");
+    assert.equal(done.failures, 0);
+    assert.equal(done.input_error, null);
+    const events = expectOk(await call("GET", `/v1/jobs/${job.id}/events`, { token: await dev.token() }));
+    assert.equal(events.failures.length, 0, "no bans");
+    assert.deepEqual(events.input_errors.map((e) => e.outcome), ["confirmed", "confirmed"]);
+    assert.deepEqual(events.segments.map((s) => s.end_reason), ["input_error", "input_error"]);
+    // Neither node counts it: both stay active and take the next job.
+    const { nodes } = expectOk(await call("GET", "/v1/nodes", { token: opToken }));
+    for (const n of [a, b]) {
+      const row = nodes.find((x) => x.id === n.id);
+      assert.ok(row, `node ${n.id} listed`);
+      assert.equal(row.state, "active");
+      assert.equal(row.jobs_failed, 0);
+    }
+    const next = expectOk(await dev.submit(synthetic(5, { priority: 900 })), 201);
+    assert.equal(expectOk(await claim(a)).job.id, next.id);
+    // A cause that is neither is refused; an absent one is a node fault (today's rules).
+    expectError(await call("POST", `/v1/jobs/${next.id}/fail`, { token: a.token, body: { epoch: 1, cause: "developer" } }), 400);
+  } finally {
+    await dev.cleanup();
+  }
+});
+
+test("input errors: a report another machine trains past quarantines its reporter", async () => {
+  const dev = developer();
+  try {
+    const job = expectOk(await dev.submit(synthetic(20, { priority: 900 })), 201);
+    const a = await newNode();
+    const b = await newNode();
+    const la = expectOk(await claim(a)).lease;
+    expectOk(await call("POST", `/v1/jobs/${job.id}/fail`, { token: a.token, body: { epoch: la.epoch, reason: "not a JPEG", cause: "input", step: 2 } }));
+    const lb = expectOk(await claim(b)).lease;
+    const data = randomBytes(100);
+    const up = expectOk(await call("POST", `/v1/jobs/${job.id}/checkpoints`, { token: b.token, body: { epoch: lb.epoch, step: 5 } }));
+    await putBlob(up.url, data);
+    expectOk(await call("POST", `/v1/jobs/${job.id}/checkpoints/5/commit`, { token: b.token, body: { epoch: lb.epoch, sha256: sha256(data), size: data.length } }));
+    const r = await claim(a);
+    assert.equal(r.status, 204);
+    assert.equal(r.headers.get("gleaner-node-state"), "quarantined");
+    const events = expectOk(await call("GET", `/v1/jobs/${job.id}/events`, { token: await dev.token() }));
+    assert.deepEqual(events.input_errors.map((e) => e.outcome), ["not_reproduced"]);
+    assert.equal(expectOk(await call("GET", `/v1/jobs/${job.id}`, { token: await dev.token() })).state, "running");
+  } finally {
+    await dev.cleanup();
+  }
+});
+
+test("model config: a value beyond the trainer's limits is a 400 naming the field and the limit", async () => {
+  const dev = developer();
+  try {
+    const t = await dev.token();
+    const up = async (name) => {
+      const bytes = Buffer.from(`bytes of ${name}`);
+      const u = expectOk(await call("POST", "/v1/uploads", { token: t, body: { name, size: bytes.length, sha256: sha256(bytes) } }), 201);
+      await putBlob(u.url, bytes);
+      return { uri: u.uri, sha256: sha256(bytes) };
+    };
+    const model = await up("unet.safetensors");
+    const dataset = await up("data.safetensors");
+    const spec = (config) => ({ kind: "lora-sd", params: { steps: 5 }, model: { ...model, config }, dataset });
+    const r = await dev.submit(spec({ block_out_channels: [32, 65536], cross_attention_dim: 32 }));
+    expectError(r, 400);
+    assert.equal(r.json.error.message, "model.config.block_out_channels entries must be integers in [1, 8192]");
+    expectOk(await dev.submit(spec({ block_out_channels: [32, 8192], cross_attention_dim: 32 })), 201);
+  } finally {
+    await dev.cleanup();
+  }
+});
+
 test("cancel: the next heartbeat answers cancel, later writes are 409", async () => {
   const dev = developer();
   try {

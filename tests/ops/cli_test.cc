@@ -198,7 +198,9 @@ TEST_CASE("gleaner submit --wait exits 4 when the job fails", "[cli]") {
   Fleet fleet(dir.path());
   REQUIRE(fleet.ok());
   std::string error;
+  // fail_at_step is an input error: one node reports it, a node of another machine confirms it.
   REQUIRE(fleet.AddAgent("a").Start(&error));
+  REQUIRE(fleet.AddAgent("b").Start(&error));
   Cli cli(dir, fleet.coordinator().url());
   const std::string op = fleet.coordinator().options().operator_token;
   Json spec = {{"kind", "synthetic"},

@@ -1,9 +1,17 @@
 #include "agent/train/lora_sd/unet_config.h"
 
+#include "shared/unet_limits.h"
+
 namespace gleaner::train::lora_sd {
 namespace {
 
-constexpr int kMaxTransformerLayers = 64;
+// Every range below is the shared table of unet_limits.h, which the coordinator checks too.
+int64_t Min(const char* field) {
+  return UnetLimit(field).min;
+}
+int64_t Max(const char* field) {
+  return UnetLimit(field).max;
+}
 
 // An int or a list of ints (one per down block).
 bool IntOrList(const Json& j, const char* key, size_t n, std::vector<int>* out, Status* err, int lo,
@@ -111,7 +119,7 @@ Status CheckUnsupported(const Json& j) {
 bool LayersEntry(const Json& v, int layers, bool attn, std::vector<int>* out) {
   auto valid = [](const Json& x) {
     return x.is_number_integer() && x.get<int64_t>() >= 1 &&
-           x.get<int64_t>() <= kMaxTransformerLayers;
+           x.get<int64_t>() <= Max("transformer_layers_per_block");
   };
   out->clear();
   if (valid(v)) {
@@ -132,7 +140,8 @@ bool LayersEntry(const Json& v, int layers, bool attn, std::vector<int>* out) {
 // and otherwise uses the reversed per-block list).
 Status ParseTransformerLayers(const Json& j, UNetConfig* c) {
   const size_t n = c->block_out_channels.size();
-  const std::string range = "[1, " + std::to_string(kMaxTransformerLayers) + "]";
+  const std::string range = "[" + std::to_string(Min("transformer_layers_per_block")) + ", " +
+                            std::to_string(Max("transformer_layers_per_block")) + "]";
   auto t = j.find("transformer_layers_per_block");
   Json per_block = Json::array();
   if (t == j.end() || t->is_null()) {
@@ -192,8 +201,10 @@ Status ParseAdditionEmbedding(const Json& j, UNetConfig* c) {
   c->addition_embed_type = "text_time";
   FieldReader r(j, "config.");
   int64_t atd = 0, pcid = 0;
-  r.Int("addition_time_embed_dim", &atd, true, 1, 4096);
-  r.Int("projection_class_embeddings_input_dim", &pcid, true, 1, 65536);
+  r.Int("addition_time_embed_dim", &atd, true, Min("addition_time_embed_dim"),
+        Max("addition_time_embed_dim"));
+  r.Int("projection_class_embeddings_input_dim", &pcid, true,
+        Min("projection_class_embeddings_input_dim"), Max("projection_class_embeddings_input_dim"));
   if (!r.ok()) return r.status();
   if (pcid <= 6 * atd) {
     return Status::Invalid(
@@ -210,7 +221,8 @@ Status ParseSampleSize(const Json& j, UNetConfig* c) {
   auto s = j.find("sample_size");
   if (s == j.end() || s->is_null()) return Status::Ok();
   auto valid = [](const Json& v) {
-    return v.is_number_integer() && v.get<int64_t>() >= 1 && v.get<int64_t>() <= 16384;
+    return v.is_number_integer() && v.get<int64_t>() >= Min("sample_size") &&
+           v.get<int64_t>() <= Max("sample_size");
   };
   if (valid(*s)) {
     c->sample_size = {int(s->get<int64_t>())};
@@ -260,12 +272,15 @@ Result<UNetConfig> ParseUNetConfig(const Json& j) {
   UNetConfig c;
   Status err;
   auto bo = j.find("block_out_channels");
-  if (bo == j.end() || !bo->is_array() || bo->empty() || bo->size() > 8) {
-    return Status::Invalid("config.block_out_channels must be a list of 1..8 integers");
+  if (bo == j.end() || !bo->is_array() || bo->empty() || bo->size() > kMaxUnetBlocks) {
+    return Status::Invalid("config.block_out_channels must be a list of 1.." +
+                           std::to_string(kMaxUnetBlocks) + " integers");
   }
+  const UnetConfigLimit& channels = UnetLimit("block_out_channels");
   for (const Json& v : *bo) {
-    if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 8192) {
-      return Status::Invalid("config.block_out_channels entries must be integers in [1, 8192]");
+    if (!v.is_number_integer() || v.get<int64_t>() < channels.min ||
+        v.get<int64_t>() > channels.max) {
+      return Status::Invalid(UnetLimitMessage("config", channels, true));
     }
     c.block_out_channels.push_back(int(v.get<int64_t>()));
   }
@@ -287,11 +302,16 @@ Result<UNetConfig> ParseUNetConfig(const Json& j) {
       return Status::Invalid("config.up_block_types: unsupported block " + t);
     }
   }
-  if (!IntOrList(j, "layers_per_block", n, &c.layers_per_block, &err, 1, 16)) return err;
+  if (!IntOrList(j, "layers_per_block", n, &c.layers_per_block, &err, int(Min("layers_per_block")),
+                 int(Max("layers_per_block")))) {
+    return err;
+  }
   auto nah = j.find("num_attention_heads");
   const char* heads_key =
       nah != j.end() && !nah->is_null() ? "num_attention_heads" : "attention_head_dim";
-  if (!IntOrList(j, heads_key, n, &c.num_heads, &err, 1, 1024)) return err;
+  if (!IntOrList(j, heads_key, n, &c.num_heads, &err, int(Min(heads_key)), int(Max(heads_key)))) {
+    return err;
+  }
   GLEANER_RETURN_IF_ERROR(ParseTransformerLayers(j, &c));
   GLEANER_RETURN_IF_ERROR(ParseAdditionEmbedding(j, &c));
   GLEANER_RETURN_IF_ERROR(ParseSampleSize(j, &c));
@@ -299,16 +319,16 @@ Result<UNetConfig> ParseUNetConfig(const Json& j) {
   int64_t v = 0;
   double d = 0;
   v = 4;
-  r.Int("in_channels", &v, false, 1, 64);
+  r.Int("in_channels", &v, false, Min("in_channels"), Max("in_channels"));
   c.in_channels = int(v);
   v = 4;
-  r.Int("out_channels", &v, false, 1, 64);
+  r.Int("out_channels", &v, false, Min("out_channels"), Max("out_channels"));
   c.out_channels = int(v);
   v = 768;
-  r.Int("cross_attention_dim", &v, true, 1, 8192);
+  r.Int("cross_attention_dim", &v, true, Min("cross_attention_dim"), Max("cross_attention_dim"));
   c.cross_attention_dim = int(v);
   v = 32;
-  r.Int("norm_num_groups", &v, false, 1, 1024);
+  r.Int("norm_num_groups", &v, false, Min("norm_num_groups"), Max("norm_num_groups"));
   c.norm_num_groups = int(v);
   d = 1e-5;
   r.Number("norm_eps", &d, false, 1e-12, 1);
@@ -320,7 +340,7 @@ Result<UNetConfig> ParseUNetConfig(const Json& j) {
   r.Number("freq_shift", &d, false, -1000, 1000);
   c.freq_shift = d;
   v = 1;
-  r.Int("downsample_padding", &v, false, 0, 1);
+  r.Int("downsample_padding", &v, false, Min("downsample_padding"), Max("downsample_padding"));
   c.downsample_padding = int(v);
   d = 1;
   r.Number("mid_block_scale_factor", &d, false, 1e-6, 1e6);

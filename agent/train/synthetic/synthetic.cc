@@ -25,6 +25,7 @@ constexpr const char* kStateFile = "state.json";
 struct Params {
   int64_t steps = 0, step_ms = 0, checkpoint_every = 0, seed = 0;
   int64_t fail_at_step = -1, crash_at_step = -1;
+  bool node_fault = false;  // fail_at_step came from the test hook: a node's fault, not the job's
   int64_t sample_ms = 0;
   bool samples = false;
   SampleSet sample_set;  // the job's sample params, when samples
@@ -52,7 +53,10 @@ Result<Params> ReadParams(const Json& j) {
   }
   // Test hook: a node whose trainers fail (a "bad GPU"), so tests can watch a job move on.
   const char* env = std::getenv("GLEANER_SYNTHETIC_FAIL_AT_STEP");
-  if (env != nullptr && *env != '\0') p.fail_at_step = std::atoll(env);
+  if (env != nullptr && *env != '\0') {
+    p.fail_at_step = std::atoll(env);
+    p.node_fault = true;
+  }
   return p;
 }
 
@@ -231,6 +235,12 @@ int RunSynthetic(const RunArgs& args) {
                    static_cast<long long>(k));
       std::fflush(stderr);
       std::abort();
+    }
+    if (k == p.fail_at_step && p.node_fault) {
+      // Not the job's fault: an exit code outside the protocol's (the agent reports a node fault).
+      std::fprintf(stderr, "gleaner-train: fail_at_step %lld reached (node fault)\n",
+                   static_cast<long long>(k));
+      return 1;
     }
     if (k == p.fail_at_step) return Fail("fail_at_step " + std::to_string(k) + " reached");
     SleepMs(p.step_ms);

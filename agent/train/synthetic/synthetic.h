@@ -8,7 +8,8 @@
 // square, drawn from SHA-256(hex s_k | sample_seed | i | prompt | negative prompt); sample_ms
 // (a test hook) is slept before each image so tests can stop a trainer while it samples.
 // Test hook: the environment variable GLEANER_SYNTHETIC_FAIL_AT_STEP overrides fail_at_step
-// (a node whose trainers always fail). RunSynthetic itself is declared in agent/train/kinds.h.
+// with a node's fault (a node whose trainers always fail: exit 1, which the agent attributes to
+// the node, not kExitFailed). RunSynthetic itself is declared in agent/train/kinds.h.
 #pragma once
 
 #include <cstdint>

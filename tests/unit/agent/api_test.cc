@@ -196,3 +196,26 @@ TEST_CASE("a verification lease: asked for with verify, parsed, its own routes",
   REQUIRE(bad.ok());
   CHECK_FALSE(ParseAssignment(*bad).ok());
 }
+
+TEST_CASE("fail sends its cause (input or node) and the step the trainer reached", "[api]") {
+  std::vector<std::string> bodies;
+  FakeHttp http([&](const net::HttpCall& call) -> Result<net::HttpResponse> {
+    bodies.push_back(call.body);
+    return Reply(200, R"({"job_id":"j_1","state":"pending"})");
+  });
+  CoordinatorApi api(&http, "http://coord:1");
+  REQUIRE(api.Fail("j_1", 3, "trainer exited with code 2: bad photo", FailCause::kInput, 7).ok());
+  REQUIRE(api.Fail("j_1", 4, "trainer killed by signal 9", FailCause::kNode).ok());
+  REQUIRE(api.Fail("j_1", 5, "x").ok());
+  CHECK(http.calls() == std::vector<std::string>(3, "POST http://coord:1/v1/jobs/j_1/fail"));
+  REQUIRE(bodies.size() == 3);
+  Json input = *ParseJson(bodies[0]);
+  CHECK(input == Json{{"epoch", 3},
+                      {"reason", "trainer exited with code 2: bad photo"},
+                      {"cause", "input"},
+                      {"step", 7}});
+  Json node = *ParseJson(bodies[1]);
+  CHECK(node == Json{{"epoch", 4}, {"reason", "trainer killed by signal 9"}, {"cause", "node"}});
+  CHECK((*ParseJson(bodies[2]))["cause"] == "node");  // the default
+  CHECK(std::string(FailCauseName(FailCause::kInput)) == "input");
+}
