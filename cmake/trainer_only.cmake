@@ -2,7 +2,8 @@
 # compiler, CMake, libtorch (Debian's, or a PyTorch install's:
 # -DTorch_DIR=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')/Torch) and
 # nlohmann-json; image codecs are optional (agent/train/CMakeLists.txt). No SQLite, curl, httplib,
-# OpenSSL, Catch2 or node. With GLEANER_TESTS: the checks of tests/gpu and bench_train_step.
+# OpenSSL or node. With GLEANER_TESTS: the checks of tests/gpu and bench_train_step, and with
+# Catch2 the trainer's unit tests that need no coordinator (tests/trainer_only_tests.cmake).
 find_package(Threads REQUIRED)
 # Found before any target: a PyTorch wheel may use the pre-C++11 std::string ABI, and every
 # library linked into gleaner-train must use the same (TORCH_CXX_FLAGS: -D_GLIBCXX_USE_CXX11_ABI).
@@ -26,4 +27,9 @@ if(GLEANER_TESTS)
   enable_testing()
   add_subdirectory(tests/gpu)
   add_subdirectory(tests/bench/train_step)
+  # With Catch2 (the libtorch 2.x leg, infra/torch2.sh): the trainer's unit tests too.
+  find_package(Catch2 QUIET)
+  if(Catch2_FOUND)
+    include(tests/trainer_only_tests.cmake)
+  endif()
 endif()
