@@ -33,3 +33,19 @@ if(GLEANER_TESTS)
     include(tests/trainer_only_tests.cmake)
   endif()
 endif()
+
+# GLEANER_TORCH_PCH=ON: <torch/torch.h> precompiled once per libtorch target instead of parsed by
+# every source (most of a trainer source's compile time). Used by the builds that start from
+# nothing: the libtorch 2.x leg (infra/torch2.sh) and tests/gpu/compile_cuda.sh.
+option(GLEANER_TORCH_PCH "Precompile <torch/torch.h> for the trainer's libtorch targets" OFF)
+if(GLEANER_TORCH_PCH)
+  foreach(t gleaner_train_nn gleaner_unet gleaner_lora_sd gleaner_sampling gleaner_text_to_image
+            gleaner_vae gleaner_text_encoder gleaner_diffusers_model train_tests)
+    if(TARGET ${t})
+      target_precompile_headers(${t} PRIVATE <torch/torch.h>)
+    endif()
+  endforeach()
+  # Catch2 first, without libtorch (its CHECK and glog's), or no libtorch at all.
+  set_source_files_properties(${PROJECT_SOURCE_DIR}/tests/unit/train/clip_tokenizer_test.cc
+    ${PROJECT_SOURCE_DIR}/tests/unit/images/writers.cc PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
+endif()

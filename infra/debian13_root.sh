@@ -8,6 +8,7 @@
 #   root_run DIR COMMAND...       run COMMAND in DIR as root, with a clean environment
 #   root_unmount_all DIR          unmount everything under DIR (also what an interrupted run left)
 #   root_mirror                   prints the Debian mirror of /etc/apt/sources.list*
+# ROOT_DEBCONF: debconf selections (lines for debconf-set-selections) set before the install.
 #
 # Stages are recorded by marker files inside DIR: debootstrap writes DIR.tmp and renames it, so an
 # interrupted debootstrap is redone from scratch; an interrupted package install is redone by apt.
@@ -102,6 +103,11 @@ EOF
   if [ "$(cat "$dir/.gleaner-packages" 2>/dev/null)" != "$want" ]; then
     echo "root: apt-get install $want"
     mountpoint -q "$dir/proc" || mount -t proc proc "$dir/proc"
+    if [ -n "${ROOT_DEBCONF:-}" ]; then
+      printf '%s\n' "$ROOT_DEBCONF" | root_run "$dir" debconf-set-selections
+    fi
+    # An install an earlier run left half-configured is finished first.
+    root_run "$dir" dpkg --configure -a >/dev/null 2>&1 || true
     if ! root_run "$dir" apt-get update -qq >/dev/null ||
        ! root_run "$dir" apt-get install -y -qq --no-install-recommends "$@" >/dev/null; then
       umount "$dir/proc" 2>/dev/null || true

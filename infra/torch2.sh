@@ -35,11 +35,17 @@ skip_or_fail() {
 }
 t0=$(date +%s)
 stage_start=$t0
-stage() { # prints the time of the stage that ended
-  local now
+tick=$(getconf CLK_TCK)
+# CPU seconds of the finished child processes (the build's compilers included), from /proc.
+cpu_s() { awk -v t="$tick" '{ printf "%d", ($16 + $17) / t }' "/proc/$$/stat"; }
+stage_cpu=$(cpu_s)
+stage() { # prints the wall and CPU time of the stage that ended
+  local now cpu
   now=$(date +%s)
-  printf 'torch2: %-28s %4d s\n' "$1" "$((now - stage_start))"
+  cpu=$(cpu_s)
+  printf 'torch2: %-28s %5d s (CPU %d s)\n' "$1" "$((now - stage_start))" "$((cpu - stage_cpu))"
   stage_start=$now
+  stage_cpu=$cpu
 }
 
 [ "$(id -u)" = 0 ] || skip_or_fail "needs root privileges (debootstrap, chroot, mount)"
@@ -80,11 +86,12 @@ fi
 # Inside the root: configure once, build only what the tests need, run them.
 cat >"$dir/tmp/torch2-build.sh" <<EOF
 set -euo pipefail
-export CCACHE_DIR=/var/cache/ccache CCACHE_MAXSIZE=5G
+# ccache with precompiled headers needs these sloppiness settings.
+export CCACHE_DIR=/var/cache/ccache CCACHE_MAXSIZE=5G CCACHE_SLOPPINESS=pch_defines,time_macros
 cmake -S /src -B /src/$rel_build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DGLEANER_TRAINER_ONLY=ON -DGLEANER_FIXTURES_DIR=/fixtures \
+  -DGLEANER_TRAINER_ONLY=ON -DGLEANER_FIXTURES_DIR=/fixtures -DGLEANER_TORCH_PCH=ON \
   -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache >/dev/null
-cmake --build /src/$rel_build -j $jobs
+cmake --build /src/$rel_build -j $jobs -- -k 0
 EOF
 root_run "$dir" bash /tmp/torch2-build.sh || { echo "FAIL: torch2: the build failed" >&2; exit 1; }
 stage "build (libtorch 2.x)"
@@ -97,4 +104,4 @@ ctest --output-on-failure -j $test_jobs --timeout 600 ${GLEANER_TORCH2_TESTS:+-R
 EOF
 root_run "$dir" bash /tmp/torch2-test.sh || { echo "FAIL: torch2: tests failed" >&2; exit 1; }
 stage "tests"
-printf 'torch2: %-28s %4d s\n' "total" "$(($(date +%s) - t0))"
+printf 'torch2: %-28s %5d s\n' "total" "$(($(date +%s) - t0))"
