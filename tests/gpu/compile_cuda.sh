@@ -46,7 +46,7 @@ root_mount "$dir" "$repo" /src
 cat >"$dir/tmp/compile-cuda.sh" <<EOF
 set -euo pipefail
 export CCACHE_DIR=/var/cache/ccache CCACHE_MAXSIZE=5G CCACHE_SLOPPINESS=pch_defines,time_macros
-echo "compile_cuda: \$(dpkg-query -W -f='\${Package} \${Version}' libtorch-cuda-dev nvidia-cuda-toolkit | tr '\n' ' ')"
+echo "compile_cuda: \$(dpkg-query -W -f='\${Package} \${Version}; ' libtorch-cuda-dev nvidia-cuda-toolkit | tr '\n' ' ')"
 # No tests: compare_tensors and bench_train_step would link the same libraries; gleaner-train is
 # what a GPU machine runs.
 cmake -S /src -B /src/$rel_build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
