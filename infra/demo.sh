@@ -5,15 +5,29 @@
 # an uninterrupted run, then real lora-sd jobs (libtorch, CPU; SD-style and SDXL-shaped) trained
 # across an interruption and checked byte for byte, a job made only of photos and captions on a
 # tiny diffusers model, and the per-step cost report printed at the end.
-#   bash infra/demo.sh              install, build, run
+#   bash infra/demo.sh              install, build (the four programs it runs, no tests), run
 #   bash infra/demo.sh --no-build   run with the binaries already in build/bin
 # Environment: GLEANER_DEMO_JOBS (6), GLEANER_DEMO_STEPS (150), GLEANER_DEMO_KEEP=1 keeps the
-# working directory.
+# working directory. At the end (or on a failure) it prints how long each stage took.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# Stage timings: lap NAME closes the stage that ran since the previous lap.
+lap_t=$(date +%s)
+laps=()
+lap() {
+  local now
+  now=$(date +%s)
+  laps+=("$(printf '  %-44s %5d s' "$1" "$((now - lap_t))")")
+  lap_t=$now
+}
 if [ "${1:-}" != "--no-build" ]; then
   bash "$root/infra/deps.sh"
-  bash "$root/infra/build.sh"
+  lap "install (infra/deps.sh)"
+  # The programs the demo runs, nothing else: no test binaries. build/ keeps the same
+  # configuration as infra/build.sh, so a later full build (infra/test.sh) reuses it.
+  GLEANER_BUILD_TARGETS="gleaner-coordinator gleaner-agent gleaner-train gleaner" \
+    bash "$root/infra/build.sh"
+  lap "build (4 programs, no tests)"
 fi
 bin="$root/build/bin"
 jobs_n=${GLEANER_DEMO_JOBS:-6}
@@ -26,6 +40,10 @@ cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   if [ "${GLEANER_DEMO_KEEP:-0}" = 1 ]; then echo "demo: kept $work"; else rm -rf "$work"; fi
+  if [ ${#laps[@]} -gt 0 ]; then
+    printf '\033[1mdemo:\033[0m time by stage\n'
+    printf '%s\n' "${laps[@]}"
+  fi
 }
 trap cleanup EXIT
 say() { printf '\033[1mdemo:\033[0m %s\n' "$*"; }
@@ -65,6 +83,7 @@ for i in $(seq 1 "$jobs_n"); do
   ids+=("$(api "$dev" POST /v1/jobs "$body" | jq -r .id)")
 done
 say "submitted $jobs_n synthetic jobs ($steps steps of ${step_ms} ms, checkpoint every $every)"
+lap "coordinator start, keys, submission"
 
 # 3. Two agents, each with its own state dir and machine id.
 start_agent() {  # name; sets agent_pid
@@ -169,6 +188,7 @@ for id in "${ids[@]}"; do
   printf '  %s %-9s chain %s…  %-8s leases: %s\n' "$id" "$state" "${got:0:16}" "$verdict" "$leases"
 done
 say "$ok of ${#ids[@]} jobs completed with the exact chain of an uninterrupted run"
+lap "synthetic jobs, SIGTERM and kill -9, checks"
 
 # 7. Real training: lora-sd jobs (tiny UNets + LoRA in libtorch, on CPU): an SDXL-shaped one
 #    (text_time conditioning: pooled text embeddings and time_ids in its dataset) and two
@@ -255,6 +275,7 @@ if "$bin/gleaner-train" make-model --out "$lw/sd/weights.safetensors" --seed 1 >
       "${family[$id]}" "$(jq -r .state <<<"$job")" "$verdict" "$alphas" "$names" "$leases"
   done
   say "lora-sd: $lora_ok of $lora_n LoRA results byte-identical to an uninterrupted run (files in $lw/out-*)"
+  lap "lora-sd jobs (SD, SDXL-shaped), checks"
 
   # 7b. A job made only of photos and captions, as a person submits one: a tiny diffusers model
   #     folder (generated: model_index.json, unet/, vae/, text_encoder/, tokenizer/, scheduler/)
@@ -295,6 +316,7 @@ if "$bin/gleaner-train" make-model --out "$lw/sd/weights.safetensors" --seed 1 >
   else
     say "photos: could not make, register or submit the photo job (see $lw/make.log)"
   fi
+  lap "photo job (diffusers folder), check"
 else
   say "lora-sd: skipped (gleaner-train was built without libtorch: -DGLEANER_WITH_TORCH=ON)"
 fi
@@ -306,4 +328,5 @@ api "$op" GET "/v1/reports/cost?group_by=job&format=csv" | column -s, -t 2>/dev/
 say "by node"
 api "$op" GET "/v1/reports/cost?group_by=node&format=csv" | column -s, -t 2>/dev/null ||
   api "$op" GET "/v1/reports/cost?group_by=node&format=csv"
+lap "cost report"
 [ "$ok" = "${#ids[@]}" ] && [ "$lora_ok" = "$lora_n" ]

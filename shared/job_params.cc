@@ -167,6 +167,7 @@ Result<LoraSdParams> LoraSdParams::Parse(const Json& params) {
                                       "seed",
                                       "checkpoint_every",
                                       "mixed_precision",
+                                      "base_precision",
                                       "gradient_checkpointing",
                                       "gradient_accumulation",
                                       "lr_scheduler",
@@ -193,6 +194,7 @@ Result<LoraSdParams> LoraSdParams::Parse(const Json& params) {
                                       "sample_resolution",
                                       nullptr};
   static const char* const kPrecision[] = {"no", "fp16", "bf16", nullptr};
+  static const char* const kBasePrecision[] = {"auto", "fp8", nullptr};
   static const char* const kSchedulers[] = {"constant", "constant_with_warmup", "linear", "cosine",
                                             nullptr};
   static const char* const kPrediction[] = {"epsilon", "v_prediction", nullptr};
@@ -212,6 +214,7 @@ Result<LoraSdParams> LoraSdParams::Parse(const Json& params) {
   p.checkpoint_every = std::min<int64_t>(100, p.steps);
   r.Int("checkpoint_every", &p.checkpoint_every, false, 1, p.steps);
   Enum(r, "mixed_precision", kPrecision, &p.mixed_precision);
+  Enum(r, "base_precision", kBasePrecision, &p.base_precision);
   r.Bool("gradient_checkpointing", &p.gradient_checkpointing, false);
   r.Int("gradient_accumulation", &p.gradient_accumulation, false, 1, 1024);
   Enum(r, "lr_scheduler", kSchedulers, &p.lr_scheduler);
@@ -267,6 +270,7 @@ Json LoraSdParams::ToJson() const {
            {"adam_beta2", adam_beta2},
            {"adam_weight_decay", adam_weight_decay},
            {"adam_epsilon", adam_epsilon}};
+  if (base_precision != "auto") out["base_precision"] = base_precision;
   if (!instance_prompt.empty()) out["instance_prompt"] = instance_prompt;
   if (!class_prompt.empty()) out["class_prompt"] = class_prompt;
   if (num_class_images > 0) out["num_class_images"] = num_class_images;

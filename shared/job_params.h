@@ -59,6 +59,10 @@ struct LoraSdParams {
   int64_t seed = 0;                    // 0..2^53-1
   int64_t checkpoint_every = 0;        // 1..steps, default min(100, steps)
   std::string mixed_precision = "no";  // no | fp16 | bf16
+  // How the frozen base weights are stored: "auto" (the compute dtype of mixed_precision) or "fp8"
+  // (Linear weights in float8_e4m3fn, upcast per layer; needs a libtorch 2.1+ trainer). Kept in
+  // the spec only when "fp8".
+  std::string base_precision = "auto";
   bool gradient_checkpointing = false;
   int64_t gradient_accumulation = 1;        // 1..1024
   std::string lr_scheduler = "constant";    // constant | constant_with_warmup | linear | cosine

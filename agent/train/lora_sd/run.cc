@@ -14,6 +14,7 @@
 #include "agent/train/kinds.h"
 #include "agent/train/lora_sd/job_inputs.h"
 #include "agent/train/lora_sd/trainer.h"
+#include "agent/train/nn/torch_compat.h"
 #include "agent/train/sampling/training_samples.h"
 
 namespace gleaner::train {
@@ -41,6 +42,12 @@ int Run(const RunArgs& args) {
   // names, defaults and ranges in one place (shared/job_params.h).
   Result<LoraSdParams> p = LoraSdParams::Parse(params);
   if (!p.ok()) return Fail(p.status());
+  // fp8 storage of the frozen base needs libtorch 2.1: refused before any input is read.
+  if (p->base_precision == "fp8" && !kHasFp8) {
+    return Fail(Status::Invalid(std::string("params.base_precision \"fp8\" needs a trainer built "
+                                            "with libtorch 2.1 or newer (this one has ") +
+                                TORCH_VERSION + ")"));
+  }
   // The base model and the data (job_inputs.h): a UNet weights file and latents, or a diffusers
   // folder and photos encoded here (the encoding cached in --cache-dir, else the work dir).
   // Missing class images (class_images.h) are rendered first; a stop there exits at once (there

@@ -24,7 +24,13 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const UNetConfig& config,
     if (torch::cuda::is_available()) t->device_ = torch::Device(torch::kCUDA, 0);
     // The frozen base goes straight to the device in the compute dtype (bf16/fp16 under mixed
     // precision on CUDA): no fp32 copy of it on the device.
-    t->unet_ = std::make_shared<UNet>(config, PlacementFor(t->device_, params.mixed_precision));
+    // base_precision "fp8": its Linear weights in float8_e4m3fn, upcast per layer (unet.h).
+    BasePlacement placement = PlacementFor(t->device_, params.mixed_precision);
+    placement.fp8_linear = params.base_precision == "fp8";
+    if (placement.fp8_linear && !kHasFp8) {
+      return Status::Invalid("params.base_precision \"fp8\" needs libtorch 2.1 or newer");
+    }
+    t->unet_ = std::make_shared<UNet>(config, placement);
     GLEANER_RETURN_IF_ERROR(LoadStateDict(*t->unet_, base_weights));
     t->unet_->set_gradient_checkpointing(params.gradient_checkpointing);
     t->gen_ = at::detail::createCPUGenerator(uint64_t(params.seed));

@@ -18,7 +18,9 @@ class TimestepMlp : public nn::Module {
     linear_1_ = register_module("linear_1", nn::Linear(in, dim));
     linear_2_ = register_module("linear_2", nn::Linear(dim, dim));
   }
-  Tensor forward(const Tensor& x) { return linear_2_->forward(torch::silu(linear_1_->forward(x))); }
+  Tensor forward(const Tensor& x) {
+    return BaseLinear(linear_2_, torch::silu(BaseLinear(linear_1_, x)));
+  }
 
  private:
   nn::Linear linear_1_{nullptr}, linear_2_{nullptr};
@@ -157,8 +159,16 @@ std::vector<std::pair<std::string, LoraLinearImpl*>> UNet::LoraTargets() {
 
 Status LoadStateDict(UNet& model, const TensorMap& weights) {
   const BasePlacement& to = model.placement();
-  return LoadHollowModuleWeights(model, {model.parameter_shapes(), to.device, to.dtype}, weights,
-                                 "weights");
+  HollowLayout layout{model.parameter_shapes(), to.device, to.dtype, {}};
+  if (to.fp8_linear) {
+    for (const auto& item : model.named_modules("", /*include_self=*/false)) {
+      if (dynamic_cast<LoraLinearImpl*>(item.value().get()) != nullptr ||
+          dynamic_cast<nn::LinearImpl*>(item.value().get()) != nullptr) {
+        layout.fp8_keys.insert(item.key() + ".weight");
+      }
+    }
+  }
+  return LoadHollowModuleWeights(model, layout, weights, "weights");
 }
 
 TensorMap RandomWeights(const UNetConfig& config, uint64_t seed) {

@@ -34,6 +34,10 @@ class TimestepMlp;
 struct BasePlacement {
   torch::Device device = torch::kCPU;
   torch::Dtype dtype = torch::kFloat32;
+  // params.base_precision "fp8": every Linear weight (attention, feed-forward, projections, time
+  // embeddings) is stored in float8_e4m3fn and upcast per layer when it runs (BaseLinear); biases,
+  // convolutions and norms stay in `dtype`. Needs libtorch 2.1 (kHasFp8).
+  bool fp8_linear = false;
 };
 // The placement for a run on `device` with params.mixed_precision ("no", "bf16", "fp16"): the
 // base in bf16 on any device (CPU runs bf16 through CPU autocast), in fp16 on CUDA only (CPU

@@ -77,8 +77,8 @@ FeedForward::FeedForward(int64_t dim) {
 }
 
 Tensor FeedForward::forward(const Tensor& x) {
-  std::vector<Tensor> halves = proj_->forward(x).chunk(2, -1);  // 2 x [B,L,4C]
-  return out_->forward(halves[0] * torch::gelu(halves[1]));     // [B,L,C]
+  std::vector<Tensor> halves = BaseLinear(proj_, x).chunk(2, -1);  // 2 x [B,L,4C]
+  return BaseLinear(out_, halves[0] * torch::gelu(halves[1]));     // [B,L,C]
 }
 
 // ---- TransformerBlock: h [B,L,C], context [B,T,D] -> [B,L,C] ----
@@ -133,9 +133,9 @@ Tensor Transformer2D::forward(Checkpointer& ckpt, const Tensor& x, const Tensor&
   auto to_image = [&](const Tensor& tok) {  // [B,L,C] -> [B,C,H,W]
     return tok.reshape({b, h, w, c}).permute({0, 3, 1, 2}).contiguous();
   };
-  t = linear_ ? lin_in_->forward(to_tokens(t)) : to_tokens(conv_in_->forward(t));
+  t = linear_ ? BaseLinear(lin_in_, to_tokens(t)) : to_tokens(conv_in_->forward(t));
   for (auto& blk : blocks_) t = ckpt.Run(blk.get(), t, context);
-  t = linear_ ? to_image(lin_out_->forward(t)) : conv_out_->forward(to_image(t));
+  t = linear_ ? to_image(BaseLinear(lin_out_, t)) : conv_out_->forward(to_image(t));
   return t + x;
 }
 
@@ -153,7 +153,7 @@ Resnet::Resnet(const UNetConfig& c, int64_t in, int64_t out, double out_scale)
 
 Tensor Resnet::Run(const Tensor& x, const Tensor& temb) {
   Tensor h = conv1_->forward(torch::silu(norm1_->forward(x)));  // [B,Cout,H,W]
-  Tensor t = time_emb_proj_->forward(torch::silu(temb));        // [B,Cout]
+  Tensor t = BaseLinear(time_emb_proj_, torch::silu(temb));     // [B,Cout]
   h = h + t.unsqueeze(-1).unsqueeze(-1);
   h = conv2_->forward(torch::silu(norm2_->forward(h)));
   Tensor skip = conv_shortcut_.is_empty() ? x : conv_shortcut_->forward(x);

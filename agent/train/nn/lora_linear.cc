@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "agent/train/nn/torch_compat.h"
+
 namespace gleaner::train {
 
 using torch::Tensor;
@@ -13,8 +15,13 @@ LoraLinearImpl::LoraLinearImpl(int64_t in, int64_t out, bool has_bias)
   torch::nn::init::kaiming_uniform_(weight, std::sqrt(5.0));
 }
 
+Tensor BaseLinear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  if (!IsFp8(w)) return torch::linear(x, w, b);
+  return torch::linear(x, w.to(x.scalar_type()), b);
+}
+
 Tensor LoraLinearImpl::forward(const Tensor& x) {
-  Tensor y = torch::linear(x, weight, bias);
+  Tensor y = BaseLinear(x, weight, bias);
   if (lora_a.defined()) {
     Tensor a = lora_a, b = lora_b;
     if (x.scalar_type() != a.scalar_type()) {  // autocast: LoRA weights stay fp32

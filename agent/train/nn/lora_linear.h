@@ -13,6 +13,15 @@
 
 namespace gleaner::train {
 
+// torch::linear(x, w, b), with a weight stored in fp8 (torch_compat.h) upcast to x's dtype for
+// this call only (kohya's --fp8_base): the frozen base of a layer is full width only while the
+// layer runs. Under autocast the upcast weight is cast again to the autocast dtype, which is exact
+// (every fp8 value is a bf16/fp16 value).
+torch::Tensor BaseLinear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b);
+inline torch::Tensor BaseLinear(const torch::nn::Linear& l, const torch::Tensor& x) {
+  return BaseLinear(x, l->weight, l->bias);
+}
+
 // y = x W^T + b + scale * ((x A^T) B^T) when LoRA is attached.
 struct LoraLinearImpl : torch::nn::Module {
   LoraLinearImpl(int64_t in, int64_t out, bool bias);

@@ -1,5 +1,7 @@
 #include "agent/train/nn/module_weights.h"
 
+#include "agent/train/nn/torch_compat.h"
+
 namespace gleaner::train {
 namespace {
 
@@ -65,7 +67,9 @@ Status LoadHollowModuleWeights(torch::nn::Module& model, const HollowLayout& lay
     torch::NoGradGuard no_grad;
     for (auto& p : model.named_parameters(/*recurse=*/true)) {
       p.value().set_requires_grad(false);
-      p.value().set_data(weights.at(p.key()).to(layout.device, layout.dtype));
+      const torch::Tensor& w = weights.at(p.key());
+      p.value().set_data(layout.fp8_keys.count(p.key()) ? ToFp8(w, layout.device)
+                                                        : w.to(layout.device, layout.dtype));
     }
     return Status::Ok();
   });

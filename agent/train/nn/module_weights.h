@@ -28,6 +28,8 @@ struct HollowLayout {
   std::map<std::string, std::vector<int64_t>> shapes;
   torch::Device device = torch::kCPU;
   torch::Dtype dtype = torch::kFloat32;
+  // Keys stored in float8_e4m3fn instead of `dtype` (torch_compat.h: libtorch 2.1 or newer).
+  std::set<std::string> fp8_keys;
 };
 
 // The same rule for a model built "hollow" (parameters without storage, so that a large model

@@ -6,6 +6,7 @@
 //   kHasFusedAttention                    at::scaled_dot_product_attention with `scale` (2.1)
 //   FusedAttention                        that call
 //   AutocastScope                         torch.autocast(device, dtype) for a C++ scope
+//   kHasFp8, IsFp8, ToFp8                 float8_e4m3fn storage (2.1)
 //   UseDeterministicAlgorithms, UseFullFp32   process-wide numerics switches
 //
 // Contract: header-only, no state of its own. AutocastScope, UseDeterministicAlgorithms and
@@ -38,6 +39,30 @@ inline torch::Tensor FusedAttention(const torch::Tensor& q, const torch::Tensor&
 }
 #else
 constexpr bool kHasFusedAttention = false;
+#endif
+
+// ---- fp8 storage -----------------------------------------------------------------------------
+
+// float8_e4m3fn (1 sign, 4 exponent, 3 mantissa bits, max 448, no infinities: a larger value
+// becomes NaN) as a storage dtype for frozen weights; computed with after an upcast. 2.1 has the
+// dtype and its CPU and CUDA casts.
+#if GLEANER_TORCH_AT_LEAST(2, 1)
+constexpr bool kHasFp8 = true;
+inline bool IsFp8(const torch::Tensor& t) {
+  return t.scalar_type() == c10::kFloat8_e4m3fn;
+}
+inline torch::Tensor ToFp8(const torch::Tensor& t, const torch::Device& device) {
+  return t.to(device, c10::kFloat8_e4m3fn);
+}
+#else
+constexpr bool kHasFp8 = false;
+inline bool IsFp8(const torch::Tensor&) {
+  return false;
+}
+inline torch::Tensor ToFp8(const torch::Tensor&, const torch::Device&) {
+  TORCH_CHECK(false, "fp8 storage needs libtorch 2.1 or newer (this is ", TORCH_VERSION, ")");
+  return torch::Tensor();
+}
 #endif
 
 // ---- Autocast ---------------------------------------------------------------------------------

@@ -343,7 +343,9 @@ TEST_CASE("base weights: held in the placement's dtype, filled without an fp32 c
   UNetConfig c = TinySdxlConfig();
   TensorMap w = RandomWeights(c, 2);
   // Before loading, a placed model holds no parameter storage, but knows every shape.
-  UNet hollow(c, BasePlacement{torch::kCPU, torch::kBFloat16});
+  BasePlacement bf16;
+  bf16.dtype = torch::kBFloat16;
+  UNet hollow(c, bf16);
   int64_t numel = 0;
   for (const auto& p : hollow.parameters()) numel += p.numel();
   CHECK(numel == 0);
