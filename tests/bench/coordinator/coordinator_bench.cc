@@ -209,7 +209,14 @@ int main(int argc, char** argv) {
     int i = hb_nodes + int((int64_t(c) + n * conns) % (nodes - hb_nodes));
     return post("/v1/work", NodeToken(i), "{}");
   };
+  // Each node holds one lease at a time: once every free node holds one (the index wraps),
+  // a node's next claim is answered 204 (Gleaner-Lease-Held), which is the rule at work.
+  int64_t claims_held = 0;
   claim.check = [&](int status, const std::string& body) {
+    if (status == 204) {
+      ++claims_held;
+      return true;
+    }
     if (status != 200) return false;
     size_t at = body.find("\"id\":\"");
     if (at == std::string::npos) return false;
@@ -245,7 +252,8 @@ int main(int argc, char** argv) {
                 p.load.Percentile(99), p.cpu_us_per_req, p.batches_per_commit,
                 (long long)p.load.errors, (long long)p.load.reconnects);
   }
-  std::printf("claims in the window: %zu, handed out twice: %zu\n", claimed.size(), doubles);
+  std::printf("claims in the window: %zu, handed out twice: %zu, refused (lease held): %lld\n",
+              claimed.size(), doubles, static_cast<long long>(claims_held));
   Json out = {{"connections", conns},
               {"jobs", jobs},
               {"nodes", nodes},
