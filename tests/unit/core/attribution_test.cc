@@ -177,7 +177,7 @@ TEST_CASE("input error then a node fault from the confirmer: node rules, still a
   CHECK(env.Scalar("SELECT count(*) FROM job_bans") == 1);
 }
 
-TEST_CASE("fail: node faults keep their rules; an absent cause is a node fault", "[attribution]") {
+TEST_CASE("fail: node faults keep their rules, and an absent cause is a node fault", "[attribution]") {
   TestEnv env(StrictQuarantine());
   std::string dev = env.Developer();
   std::string job = env.Submit(dev, 100, 0, {{"max_failures", 5}});

@@ -149,7 +149,7 @@ TEST_CASE("progress watchdog: a lease stuck at step 0 ends after the window, unb
   CHECK(env.ClaimedJob(other) == job);
 }
 
-TEST_CASE("progress watchdog: advancing steps keep the lease; 0 turns it off", "[lease_limits]") {
+TEST_CASE("progress watchdog: advancing steps keep the lease and 0 turns it off", "[lease_limits]") {
   CoreConfig config = TestConfig();
   config.progress_timeout_s = 100;
   TestEnv env(config);
