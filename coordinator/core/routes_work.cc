@@ -127,16 +127,19 @@ Json ClaimJson(const Ctx& ctx, const Rows& row, const Rows& sizes) {
 
 // The open verifications `v` (joined with their job `j`) node ?2 may take at time ?3: pending,
 // or running with an expired lease; not its own segment, nor, in round 2, one it replayed in
-// round 1; not by a node that held any lease of the job since the segment's base checkpoint
-// (a segment row reaching step_from: such a node may hold the checkpoint under check, or one
-// after it, and could answer without replaying); the device the segment was trained on
+// round 1; not by a node that held a lease of the job since the checkpoint under check was
+// committed (the verification opens at that commit) that reached the segment's base (a segment
+// row started at or after v.created_at with step_end >= step_from: such a node may have been
+// handed the checkpoint under check, or one after it, and could answer without replaying; a
+// lease from before the commit cannot have seen those bytes, so a small fleet whose nodes took
+// turns on the job can still check each other); the device the segment was trained on
 // (results are compared exactly, and only the same device can reproduce them); a job still
 // alive; enough VRAM on an active node.
 const char* const kVerificationOpenToNode =
     "v.state IN ('pending', 'running') AND (v.state = 'pending' OR v.lease_expires_at < ?3) AND "
     "v.trainer_node <> ?2 AND (v.other_node IS NULL OR v.other_node <> ?2) AND "
     "NOT EXISTS (SELECT 1 FROM segments s WHERE s.job_id = v.job_id AND s.node_id = ?2 AND "
-    "s.step_end >= v.step_from) AND "
+    "s.started_at >= v.created_at AND s.step_end >= v.step_from) AND "
     "(v.trainer_gpu IS NULL OR v.trainer_gpu = (SELECT n.gpu_name FROM nodes n WHERE n.id = "
     "?2)) AND j.state IN ('pending', 'running', 'completed') AND j.min_vram_mb <= (SELECT "
     "n.vram_mb FROM nodes n WHERE n.id = ?2 AND n.state = 'active')";
