@@ -156,8 +156,8 @@ struct Upload {
   HttpResult put;
 };
 
-// Checkpoint URL for `step`, then PUT `bytes` to it.
-Upload PutCheckpoint(Rig& rig, int64_t step, const std::string& bytes) {
+// Checkpoint URL for `step` (minting one records it: lease_quota.h).
+Upload MintCheckpoint(Rig& rig, int64_t step) {
   Upload u;
   HttpResult url = rig.Node().Post("/v1/jobs/" + rig.job() + "/checkpoints",
                                    {{"epoch", rig.epoch()}, {"step", step}});
@@ -165,6 +165,12 @@ Upload PutCheckpoint(Rig& rig, int64_t step, const std::string& bytes) {
   REQUIRE(url.status == 200);
   u.key = url.json()["key"].get<std::string>();
   u.url = url.json()["url"].get<std::string>();
+  return u;
+}
+
+// Checkpoint URL for `step`, then PUT `bytes` to it.
+Upload PutCheckpoint(Rig& rig, int64_t step, const std::string& bytes) {
+  Upload u = MintCheckpoint(rig, step);
   u.put = HttpClient::Fetch("PUT", u.url, bytes);
   return u;
 }
@@ -288,6 +294,8 @@ TEST_CASE("database under real write/fsync faults and a full disk", "[coordinato
   works();
 
   SECTION("full disk") {
+    // The URL is minted (and recorded) while there is room.
+    Upload u = MintCheckpoint(rig, 1);
     rig.Arm("write,fsync", db, 1, 0, "ENOSPC");
     for (int i = 0; i < 3; ++i) {
       HttpResult r = submit();
@@ -300,8 +308,12 @@ TEST_CASE("database under real write/fsync faults and a full disk", "[coordinato
     CHECK(rig.Dev().Get("/v1/jobs/" + rig.job()).status == 200);
     CHECK(rig.Fired() > 0);
     // An upload whose object is stored but cannot be recorded: 507, and it cannot be committed.
+    // Minting another URL is a write too.
+    CHECK(rig.Node()
+              .Post("/v1/jobs/" + rig.job() + "/checkpoints", {{"epoch", rig.epoch()}, {"step", 2}})
+              .status == 507);
     const std::string bytes = Pattern(4096, 1);
-    Upload u = PutCheckpoint(rig, 1, bytes);
+    u.put = HttpClient::Fetch("PUT", u.url, bytes);
     INFO(u.put.Describe());
     CHECK(u.put.status == 507);
     rig.Clear();
