@@ -16,6 +16,9 @@
 // guarded by "no job was claimed by this nonce". A replay open longer than verify_max_wait_s
 // is overdue: for a verifying node it goes ahead of queued jobs (the job claim is guarded by
 // "no overdue replay this node may take"), so a full queue cannot hold checks back for ever.
+// Among replays, a round-2 tie-breaker goes first: it settles a disagreement (and quarantines a
+// forger, voiding the replays of its other segments) sooner than any round-1 check can, and a
+// node holds one lease at a time.
 //
 // One lease per node: a node that holds a live lease (a running job assigned to it, or a
 // running verification, whose lease has not expired) gets nothing more; the condition is part of
@@ -167,7 +170,7 @@ void AddVerificationClaim(const CtxPtr& ctx, const std::string& nonce, Batch* b)
           std::string(kNoLiveLease) +
           " AND id = ("
           "SELECT v.id FROM verifications v JOIN jobs j ON j.id = v.job_id WHERE " +
-          std::string(kVerificationOpenToNode) + " ORDER BY v.created_at, v.id LIMIT 1)",
+          std::string(kVerificationOpenToNode) + " ORDER BY v.round DESC, v.created_at, v.id LIMIT 1)",
       {nonce, ctx->caller.id, now, expires});
   b->Add(
       "SELECT v.id AS verification_id, v.round, v.step, v.lease_epoch, v.lease_expires_at, "
