@@ -52,8 +52,11 @@ TEST_CASE("jobs: a UNet config beyond the trainer's limits is a 400 naming field
     env.StoreBlob(r.json["key"], bytes);
     return std::make_pair(r.json["uri"].get<std::string>(), Sha256Hex(bytes));
   };
-  auto [model_uri, model_sha] = upload("unet.safetensors", "weights");
-  auto [data_uri, data_sha] = upload("data.safetensors", "latents");
+  // Plain variables, not structured bindings: a lambda may not capture those before C++20.
+  const std::pair<std::string, std::string> model = upload("unet.safetensors", "weights");
+  const std::pair<std::string, std::string> data = upload("data.safetensors", "latents");
+  const std::string model_uri = model.first, model_sha = model.second;
+  const std::string data_uri = data.first, data_sha = data.second;
   auto submit = [&](const Json& config) {
     return env.Post("/v1/jobs", dev,
                     {{"kind", "lora-sd"},
