@@ -170,7 +170,8 @@ void AddVerificationClaim(const CtxPtr& ctx, const std::string& nonce, Batch* b)
           std::string(kNoLiveLease) +
           " AND id = ("
           "SELECT v.id FROM verifications v JOIN jobs j ON j.id = v.job_id WHERE " +
-          std::string(kVerificationOpenToNode) + " ORDER BY v.round DESC, v.created_at, v.id LIMIT 1)",
+          std::string(kVerificationOpenToNode) +
+          " ORDER BY v.round DESC, v.created_at, v.id LIMIT 1)",
       {nonce, ctx->caller.id, now, expires});
   b->Add(
       "SELECT v.id AS verification_id, v.round, v.step, v.lease_epoch, v.lease_expires_at, "
