@@ -17,6 +17,7 @@
 #include "shared/model_manifest.h"
 #include "shared/native/files.h"
 #include "shared/sha256.h"
+#include "tests/counting_server.h"
 #include "tests/integration/agent_fleet.h"
 #include "tests/integration/fault_proxy.h"
 
@@ -300,33 +301,6 @@ TEST_CASE("a model file whose bytes do not match its sha256 fails the job and is
   CHECK(PartFiles(dir.File("a/cache")).empty());
   CHECK(!files::Exists(dir.File("a/cache/" + extra.sha256)));
 }
-
-namespace {
-
-// An HTTP server on 127.0.0.1 that counts the requests reaching it.
-struct CountingServer {
-  httplib::Server server;
-  std::thread thread;
-  std::atomic<int> requests{0};
-  int port = 0;
-  CountingServer() {
-    server.set_pre_routing_handler([this](const httplib::Request&, httplib::Response&) {
-      ++requests;
-      return httplib::Server::HandlerResponse::Unhandled;
-    });
-  }
-  void Start() {
-    port = server.bind_to_any_port("127.0.0.1");
-    REQUIRE(port > 0);
-    thread = std::thread([this] { server.listen_after_bind(); });
-  }
-  ~CountingServer() {
-    server.stop();
-    if (thread.joinable()) thread.join();
-  }
-};
-
-}  // namespace
 
 TEST_CASE(
     "model file URLs at private addresses: the agent fetches nothing there and the "

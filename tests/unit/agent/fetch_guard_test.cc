@@ -17,40 +17,15 @@
 #include "shared/native/files.h"
 #include "shared/sha256.h"
 #include "test_util.h"
+#include "tests/counting_server.h"
 
 using namespace gleaner;
 using namespace gleaner::agent;
 using gleaner::net::AddressClass;
+using gleaner::testing::CountingServer;
 using gleaner::testing::TempDir;
 
 namespace {
-
-// An HTTP server on 127.0.0.1 in its own thread; `requests` counts what reached it.
-struct LocalServer {
-  httplib::Server server;
-  std::thread thread;
-  std::atomic<int> requests{0};
-  int port = 0;
-
-  LocalServer() {
-    server.set_pre_routing_handler([this](const httplib::Request&, httplib::Response&) {
-      ++requests;
-      return httplib::Server::HandlerResponse::Unhandled;
-    });
-  }
-  void Start() {
-    port = server.bind_to_any_port("127.0.0.1");
-    REQUIRE(port > 0);
-    thread = std::thread([this] { server.listen_after_bind(); });
-  }
-  ~LocalServer() {
-    server.stop();
-    if (thread.joinable()) thread.join();
-  }
-  std::string Url(const std::string& path, const std::string& host = "127.0.0.1") const {
-    return "http://" + host + ":" + std::to_string(port) + path;
-  }
-};
 
 int64_t FileSize(const std::string& path) {
   struct stat st;
@@ -158,7 +133,7 @@ TEST_CASE("address classifier: IPv4, IPv6, embedded IPv4 and edges", "[fetch_gua
 }
 
 TEST_CASE("a remote download to loopback is refused before any byte is sent", "[fetch_guard]") {
-  LocalServer s;
+  CountingServer s;
   s.server.Get("/secret", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(kSecret, "text/plain");
   });
@@ -203,12 +178,12 @@ TEST_CASE("a remote download to loopback is refused before any byte is sent", "[
 
 TEST_CASE("a redirect is never followed: the download fails and its target sees nothing",
           "[fetch_guard]") {
-  LocalServer target;
+  CountingServer target;
   target.server.Get("/secret", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(kSecret, "text/plain");
   });
   target.Start();
-  LocalServer mirror;  // an allowed mirror (the owner opted in) that redirects
+  CountingServer mirror;  // an allowed mirror (the owner opted in) that redirects
   const std::string to = target.Url("/secret");
   mirror.server.Get("/model.json", [&](const httplib::Request&, httplib::Response& res) {
     res.set_redirect(to, 302);
@@ -234,7 +209,7 @@ TEST_CASE("every download stops at its declared size", "[fetch_guard]") {
   const std::string path = dir / "model.part";
   std::atomic<int64_t> largest_seen{-1};  // the file's size as the server saw it while sending
   std::atomic<size_t> sent{0};
-  LocalServer s;
+  CountingServer s;
   // Without Content-Length (chunked): the cap must stop the body itself.
   s.server.Get("/chunked", [&](const httplib::Request&, httplib::Response& res) {
     res.set_chunked_content_provider(
