@@ -57,17 +57,15 @@ void AddLeaseFailure(const Ctx& ctx, const Fence& f, int64_t epoch, const std::s
                     std::to_string(int64_t(c.quarantine_window_s)) + " s";
   // Bans on jobs that failed for everyone do not count (attribution.h: kCountedBan); this job
   // is still running here, so its ban counts unless this failure ends it.
-  b->Add(
-      "UPDATE nodes SET state = 'quarantined', state_reason = ?, state_changed_at = ? "
-      "WHERE id = ? AND state = 'active' AND " +
-          exists +
-          " AND (SELECT count(*) FROM job_bans b WHERE b.node_id = nodes.id AND "
-          "b.at > MAX(?, COALESCE(nodes.state_changed_at, -1)) AND " +
-          kCountedBan +
-          " AND NOT (b.job_id = ? AND (SELECT failures + 1 >= max_failures FROM jobs WHERE id = "
-          "?))) >= ? RETURNING id",
-      Cat(Cat({why, now, node}, f.params),
-          {now - int64_t(c.quarantine_window_s * 1000), job, job, int64_t(c.quarantine_failures)}));
+  b->Add(QuarantineSql("?", "SELECT n.id FROM nodes n WHERE n.id = ? AND " + exists +
+                                " AND (SELECT count(*) FROM job_bans b WHERE b.node_id = n.id AND "
+                                "b.at > MAX(?, COALESCE(n.state_changed_at, -1)) AND " +
+                                kCountedBan +
+                                " AND NOT (b.job_id = ? AND (SELECT failures + 1 >= max_failures "
+                                "FROM jobs WHERE id = ?))) >= ?") +
+             " RETURNING id",
+         Cat(Cat({now, why, node}, f.params), {now - int64_t(c.quarantine_window_s * 1000), job,
+                                               job, int64_t(c.quarantine_failures)}));
   b->Add(
       "UPDATE jobs SET failures = failures + 1, "
       "state = CASE WHEN failures + 1 >= max_failures THEN 'failed' ELSE 'pending' END, "
