@@ -12,10 +12,9 @@ ctest --output-on-failure -j "${GLEANER_TEST_JOBS:-2}" --timeout 600
 
 # The trainer against libtorch 2.x: Debian 13's libtorch 2.6 in a debootstrap root (build-torch2/;
 # fused and explicit attention, bf16 autocast, resume, fp8 frozen weights). Without root
-# privileges or the network it is a SKIP (77) outside CI and a failure in CI. Opt-in for now
-# (GLEANER_TORCH2=1): the trainer-only test binaries do not link there yet (most train tests use
-# the integration harness, which needs the coordinator's native library).
-if [ "${GLEANER_TORCH2:-0}" != 0 ]; then
+# privileges or the network it is a SKIP (77) outside CI and a failure in CI. GLEANER_TORCH2=0
+# leaves it out.
+if [ "${GLEANER_TORCH2:-1}" != 0 ]; then
   rc=0
   bash "$root/infra/torch2.sh" || rc=$?
   if [ "$rc" = 77 ]; then echo "test.sh: the libtorch 2.x leg was skipped (see above)"; elif [ "$rc" != 0 ]; then exit "$rc"; fi

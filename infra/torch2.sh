@@ -99,7 +99,7 @@ stage "build (libtorch 2.x)"
 cat >"$dir/tmp/torch2-test.sh" <<EOF
 set -euo pipefail
 cd /src/$rel_build
-echo "torch2: \$(grep -m1 -o 'libtorch [0-9.]*' CMakeCache.txt 2>/dev/null || true)"
+echo "torch2: libtorch-dev \$(dpkg-query -W -f='\${Version}' libtorch-dev 2>/dev/null || echo '?')"
 ctest --output-on-failure -j $test_jobs --timeout 600 ${GLEANER_TORCH2_TESTS:+-R "$GLEANER_TORCH2_TESTS"}
 EOF
 root_run "$dir" bash /tmp/torch2-test.sh || { echo "FAIL: torch2: tests failed" >&2; exit 1; }

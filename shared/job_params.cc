@@ -35,7 +35,7 @@ bool Enum(FieldReader& r, const char* key, const char* const* allowed, std::stri
 //    rank 1024 would be 24 GB for the adapters alone. (SD 1.5: 2.0e5 per rank, 0.8 GB at 256.)
 //  - batch_size <= 64: SD 1.5's smallest useful training size is 256 px (32x32 latents); with
 //    gradient checkpointing and bf16 one sample keeps about 0.21 GB of activations there (0.11 GB
-//    with a fused attention kernel; lora_sd/memory_estimate.cc), so beside its 1.7 GB of weights
+//    with a fused attention kernel; training/memory_estimate.cc), so beside its 1.7 GB of weights
 //    a 24 GB card holds about 100 samples; 64 leaves the allocator its slack. Larger effective
 //    batches take gradient_accumulation (time, not memory).
 //  - sample_resolution <= 2048: a sample ends in the VAE decoder at full size, whose top level

@@ -1,5 +1,5 @@
 // The limits of a diffusers UNet2DConditionModel config that the trainer accepts: ONE table,
-// read by the trainer (agent/train/lora_sd/unet_config.cc, which validates the config fully)
+// read by the trainer (agent/train/models/unet/unet_config.cc, which validates the config fully)
 // and by the coordinator at submission (CheckUnetConfig in job_params.h), so a config the
 // coordinator accepts is never refused by the trainer for a value out of range.
 //

@@ -43,13 +43,13 @@ if(TARGET gleaner_train_images)
   gleaner_trainer_test(images_tests)
 endif()
 
-if(TARGET gleaner_lora_sd)
+if(TARGET gleaner_lora_job)
   file(GLOB srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/unit/train/*_test.cc)
   list(FILTER srcs EXCLUDE REGEX "/(lora_e2e|class_images_job|photo_job)_test\\.cc$")
   # harness.cc: the test harness's files and processes (its HTTP half needs cpp-httplib).
   add_executable(train_tests ${srcs} ${PROJECT_SOURCE_DIR}/tests/unit/images/writers.cc
     ${PROJECT_SOURCE_DIR}/tests/integration/harness.cc)
-  target_link_libraries(train_tests PRIVATE gleaner_lora_sd gleaner_text_encoder gleaner_vae
+  target_link_libraries(train_tests PRIVATE gleaner_lora_job gleaner_text_encoder gleaner_vae
     gleaner_sampling gleaner_text_to_image gleaner_train_images ${gleaner_test_codecs})
   gleaner_trainer_test(train_tests)
   add_test(NAME train_tests:fixtures-explicit-attention

@@ -1,6 +1,6 @@
 // How much memory a trainer may use: the agent hands it over in the trainer's environment
 // (job_runner.cc, with BudgetEnvironment), the trainer reads it with ReadMemoryBudget and checks
-// its estimate against it (lora_sd/memory_estimate.h) before allocating.
+// its estimate against it (training/memory_estimate.h) before allocating.
 //
 //   GLEANER_MEMORY_BUDGET_BYTES  host RAM the trainer may use (the agent: the smaller of the
 //                                RAM available when the job starts and its cgroup's limit)

@@ -10,7 +10,7 @@
 #include "agent/protocol/checkpoint_dir.h"
 #include "agent/supervisor/child_process.h"
 #include "agent/supervisor/log.h"
-#include "agent/train/synthetic/synthetic.h"
+#include "agent/train/jobs/synthetic/synthetic.h"
 #include "shared/json.h"
 #include "shared/native/files.h"
 

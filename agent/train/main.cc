@@ -1,16 +1,14 @@
-// gleaner-train: entry point. Dispatches subcommands and job kinds (see kinds.h).
+// gleaner-train: entry point. Dispatches subcommands and job kinds (jobs/kinds.h,
+// commands/commands.h).
 #include <cstdio>
 #include <cstring>
 #include <string>
 
 #include "agent/protocol/trainer_protocol.h"
+#include "agent/train/commands/commands.h"
 #include "agent/train/common/run_args.h"
 #include "agent/train/common/signals.h"
-#include "agent/train/kinds.h"
-#include "agent/train/text/commands.h"
-#ifdef GLEANER_WITH_IMAGES
-#include "agent/train/images/commands.h"
-#endif
+#include "agent/train/jobs/kinds.h"
 #ifdef GLEANER_WITH_TORCH
 #include "agent/train/nn/torch_env.h"
 #endif
@@ -68,7 +66,7 @@ int main(int argc, char** argv) {
   }
 #endif
   if (argc >= 2 && std::strcmp(argv[1], "tokenize") == 0) {
-    return gleaner::train::text::TokenizeMain(argc - 2, argv + 2);
+    return gleaner::train::TokenizeMain(argc - 2, argv + 2);
   }
 #ifdef GLEANER_WITH_TORCH
   if (argc >= 2 && std::strcmp(argv[1], "forward") == 0) {
@@ -81,7 +79,7 @@ int main(int argc, char** argv) {
     return gleaner::train::MakeModelMain(argc - 2, argv + 2);
   }
   if (argc >= 2 && std::strcmp(argv[1], "text-encode") == 0) {
-    return gleaner::train::text::TextEncodeMain(argc - 2, argv + 2);
+    return gleaner::train::TextEncodeMain(argc - 2, argv + 2);
   }
   if (argc >= 2 && std::strcmp(argv[1], "vae") == 0) {
     return gleaner::train::VaeMain(argc - 2, argv + 2);

@@ -10,8 +10,8 @@
 #include <string>
 #include <string_view>
 
-#include "agent/train/text/clip_tokenizer.h"
-#include "agent/train/text/unicode_text.h"
+#include "agent/train/models/text/clip_tokenizer.h"
+#include "agent/train/models/text/unicode_text.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 //   kohya:          "<kohya>_<K with '.' -> '_'>.lora_down.weight" (A), ".lora_up.weight" (B),
 //                   ".alpha" (F32 scalar; default: alpha = rank), where K is M unless the
 //                   component gives its targets other kohya paths (the SDXL UNet: the LDM
-//                   paths sd-scripts writes, lora_sd/ldm_names.h).
+//                   paths sd-scripts writes, models/unet/ldm_names.h).
 // y = W x + b + (alpha / r) B (A x); all targets share one rank and one alpha.
 //
 // Contract: adapters are fp32 tensors requiring grad, attached to (not owned by) the targets'

@@ -4,7 +4,8 @@
 // Contract: `weight` [out,in] and `bias` [out] are registered parameters named as torch's Linear,
 // so diffusers/transformers state-dict keys load as is. `lora_a` [r,in] and `lora_b` [out,r] are
 // NOT registered (the base state dict stays the base model's); they are attached by the LoRA
-// owner (lora_sd/lora.h) and stay fp32 under autocast. Not thread-safe.
+// owner (denoiser/denoiser_lora.h, models/text/text_encoder_lora.h) and stay fp32 under autocast.
+// Not thread-safe.
 #pragma once
 
 #include <torch/torch.h>

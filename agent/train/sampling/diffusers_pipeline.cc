@@ -3,7 +3,7 @@
 namespace gleaner::train::sampling {
 
 Result<TextToImageModel> TextToImageFrom(const models::DiffusersModel& model,
-                                         std::shared_ptr<lora_sd::UNet> unet,
+                                         std::shared_ptr<Denoiser> denoiser,
                                          const std::string& sampler) {
   Result<SamplerKind> kind =
       sampler.empty() ? SamplerKindOfConfig(model.scheduler_config) : ParseSamplerKind(sampler);
@@ -17,7 +17,7 @@ Result<TextToImageModel> TextToImageFrom(const models::DiffusersModel& model,
     if (!part.model) return Status::Invalid(model.dir + ": the text encoders were not loaded");
     m.encoders.push_back({part.tokenizer, part.model});
   }
-  m.unet = std::move(unet);
+  m.denoiser = std::move(denoiser);
   m.vae = model.vae;
   m.scheduler = *config;
   const Json& flag = model.model_index.value("force_zeros_for_empty_prompt", Json(true));

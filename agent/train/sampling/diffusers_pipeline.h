@@ -1,6 +1,6 @@
 // The text-to-image pipeline (text_to_image.h) of a diffusers model folder read by
-// models/diffusers_model.h, around a UNet the caller owns (a trainer's, with its LoRA, or one
-// built from the folder's weights).
+// models/loader/diffusers_model.h, around a denoiser the caller owns (a trainer's, with its
+// LoRA, or one built from the folder's weights: models/loader/denoisers.h).
 //
 // The sampler: `sampler` when given ("euler" or "ddim"), else the folder's own
 // scheduler/scheduler_config.json class when it is EulerDiscreteScheduler or DDIMScheduler,
@@ -15,13 +15,13 @@
 #include <memory>
 #include <string>
 
-#include "agent/train/models/diffusers_model.h"
+#include "agent/train/models/loader/diffusers_model.h"
 #include "agent/train/sampling/text_to_image.h"
 
 namespace gleaner::train::sampling {
 
 Result<TextToImageModel> TextToImageFrom(const models::DiffusersModel& model,
-                                         std::shared_ptr<lora_sd::UNet> unet,
+                                         std::shared_ptr<Denoiser> denoiser,
                                          const std::string& sampler = "");
 
 }  // namespace gleaner::train::sampling

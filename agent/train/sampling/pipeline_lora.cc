@@ -3,8 +3,8 @@
 #include <map>
 #include <set>
 
-#include "agent/train/lora_sd/lora.h"
-#include "agent/train/text/text_encoder_lora.h"
+#include "agent/train/denoiser/denoiser_lora.h"
+#include "agent/train/models/text/text_encoder_lora.h"
 
 namespace gleaner::train::sampling {
 
@@ -15,9 +15,8 @@ Status AttachLoraFile(const std::string& path, TextToImageModel& m) {
   auto fail = [&](const Status& s) { return Status::Invalid(path + ": " + s.message()); };
   std::set<std::string> used;
   // A component takes part when the file has keys under its prefixes (FormatIn finds them).
-  LoraAdapters unet_probe({"unet", "lora_unet"}, {});
-  if (unet_probe.FormatIn(*file).ok()) {
-    Result<lora_sd::Lora> l = lora_sd::Lora::Read(*m.unet, *file, meta, &used);
+  if (m.denoiser->LoraAdaptersFor(&*file).FormatIn(*file).ok()) {
+    Result<DenoiserLora> l = DenoiserLora::Read(*m.denoiser, *file, meta, &used);
     if (!l.ok()) return fail(l.status());
   }
   const bool sdxl = m.encoders.size() == 2;

@@ -1,9 +1,9 @@
-// A LoRA file applied to a text-to-image pipeline (text_to_image.h): the UNet's adapters and
-// those of each text encoder, in our own, PEFT/diffusers or kohya naming (nn/lora_adapters.h).
+// A LoRA file applied to a text-to-image pipeline (text_to_image.h): the denoiser's adapters
+// and those of each text encoder, in our own, PEFT/diffusers or kohya naming (nn/lora_adapters.h).
 //
-//   UNet:           unet.* | lora_unet_*                  (lora_sd/lora.h)
+//   denoiser:       its family's names (the UNet: unet.* | lora_unet_*, models/unet/unet_lora.h)
 //   text encoders:  SD 1.x/2.x text_encoder.* | lora_te_*;  SDXL text_encoder.* | lora_te1_*
-//                   and text_encoder_2.* | lora_te2_*     (text/text_encoder_lora.h)
+//                   and text_encoder_2.* | lora_te2_*     (models/text/text_encoder_lora.h)
 //
 // Contract: each component whose keys the file has gets its adapters attached (replacing none:
 // call it once per model); a component without keys is left as it is. InvalidArgument, prefixed

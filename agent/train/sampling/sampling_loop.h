@@ -1,11 +1,11 @@
 // The denoising loop of diffusers' text-to-image pipelines, with the model plugged in as a
-// callback (the UNet, or a fake model in tests), and classifier-free guidance.
+// callback (a denoiser, or a fake model in tests), and classifier-free guidance.
 //
 // Contract: Sample() runs, for a scheduler whose SetTimesteps succeeded,
 //   x = noise · init_noise_sigma
 //   for i, t in enumerate(timesteps): x = Step(model(ScaleModelInput(x, i), t), i, x)
 // exactly as StableDiffusion(XL)Pipeline does (x stays fp32). The model callback's error ends
-// the loop and is returned (that is how a stop request or a failing UNet aborts sampling). The
+// the loop and is returned (that is how a stop request or a failing denoiser aborts sampling). The
 // observer, when given, sees every step before the next one starts. Same inputs, same device:
 // same result.
 #pragma once
@@ -25,7 +25,7 @@ using DenoiseFn =
     std::function<Result<torch::Tensor>(const torch::Tensor& x_in, const torch::Tensor& t)>;
 // A model evaluated on the doubled batch [x; x] [2B,C,H,W] that returns the unconditional
 // predictions in rows [0, B) and the conditional ones in rows [B, 2B), as diffusers' pipelines
-// batch the negative and the positive prompt into one UNet call.
+// batch the negative and the positive prompt into one denoiser call.
 using PairedDenoiseFn = DenoiseFn;
 
 struct StepRecord {

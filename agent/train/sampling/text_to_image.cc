@@ -2,10 +2,10 @@
 
 #include <ATen/autocast_mode.h>
 
+#include "agent/train/models/vae/image_latents.h"
 #include "agent/train/nn/torch_io.h"
 #include "agent/train/sampling/sampling_loop.h"
 #include "agent/train/sampling/scheduler.h"
-#include "agent/train/vae/image_latents.h"
 
 namespace gleaner::train::sampling {
 namespace {
@@ -23,16 +23,16 @@ class EvalMode {
   bool was_training_;
 };
 
-// Autocast in the UNet's compute dtype while it runs on CUDA with 16-bit base weights.
-class UNetAutocast {
+// Autocast in the denoiser's compute dtype while it runs on CUDA with 16-bit base weights.
+class DenoiserAutocast {
  public:
-  explicit UNetAutocast(const lora_sd::BasePlacement& p)
+  explicit DenoiserAutocast(const BasePlacement& p)
       : on_(p.device.is_cuda() && p.dtype != torch::kFloat32) {
     if (!on_) return;
     at::autocast::set_enabled(true);
     at::autocast::set_autocast_gpu_dtype(p.dtype);
   }
-  ~UNetAutocast() {
+  ~DenoiserAutocast() {
     if (!on_) return;
     at::autocast::set_enabled(false);
     at::autocast::clear_cache();
@@ -47,7 +47,7 @@ torch::Device DeviceOf(torch::nn::Module& m) {
   return ps.empty() ? torch::Device(torch::kCPU) : ps.front().device();
 }
 
-// The conditioning of one prompt: UNet context, and SDXL's pooled embedding.
+// The conditioning of one prompt: the denoiser's context, and SDXL's pooled embedding.
 struct PromptEmbeds {
   Tensor context;  // [1,T,D]
   Tensor pooled;   // [1,P]; undefined for SD 1.x/2.x
@@ -75,11 +75,11 @@ Result<PromptEmbeds> EncodePrompt(const TextToImageModel& m, const std::string& 
 }  // namespace
 
 Status CheckTextToImageModel(const TextToImageModel& m) {
-  if (!m.unet || !m.vae) return Status::Invalid("text to image: needs a UNet and a VAE");
-  const lora_sd::UNetConfig& u = m.unet->config();
-  const size_t want = u.has_text_time() ? 2 : 1;
+  if (!m.denoiser || !m.vae) return Status::Invalid("text to image: needs a denoiser and a VAE");
+  const DenoiserShape u = m.denoiser->shape();
+  const size_t want = u.time_ids ? 2 : 1;
   if (m.encoders.size() != want) {
-    return Status::Invalid("text to image: this UNet needs " + std::to_string(want) +
+    return Status::Invalid("text to image: this denoiser needs " + std::to_string(want) +
                            " text encoder(s), got " + std::to_string(m.encoders.size()));
   }
   int64_t width = 0;
@@ -87,31 +87,30 @@ Status CheckTextToImageModel(const TextToImageModel& m) {
     if (!e.model) return Status::Invalid("text to image: a text encoder is missing");
     width += e.model->config().hidden_size;
   }
-  if (width != u.cross_attention_dim) {
+  if (width != u.context_dim) {
     return Status::Invalid("text to image: the text encoders give " + std::to_string(width) +
-                           " features, the UNet's cross_attention_dim is " +
-                           std::to_string(u.cross_attention_dim));
+                           " features, the denoiser's context width is " +
+                           std::to_string(u.context_dim));
   }
-  if (u.has_text_time()) {
+  if (u.time_ids) {
     const text::ClipTextConfig& c2 = m.encoders[1].model->config();
-    if (!c2.with_projection || c2.projection_dim != u.pooled_dim()) {
+    if (!c2.with_projection || c2.projection_dim != u.pooled_dim) {
       return Status::Invalid("text to image: SDXL's second text encoder needs a projection of " +
-                             std::to_string(u.pooled_dim()) + " features");
+                             std::to_string(u.pooled_dim) + " features");
     }
   }
   const vae::VaeConfig& v = m.vae->config();
-  if (v.latent_channels != u.in_channels || v.latent_channels != u.out_channels) {
+  if (v.latent_channels != u.latent_channels) {
     return Status::Invalid("text to image: the VAE has " + std::to_string(v.latent_channels) +
-                           " latent channels, the UNet " + std::to_string(u.in_channels) +
-                           " in and " + std::to_string(u.out_channels) + " out");
+                           " latent channels, the denoiser " + std::to_string(u.latent_channels));
   }
   return Status::Ok();
 }
 
 Result<Conditioning> EncodeConditioning(const TextToImageModel& m, const ImageRequest& r) {
-  const bool sdxl = m.unet->config().has_text_time();
+  const bool sdxl = m.denoiser->shape().time_ids;
   const bool guided = r.guidance_scale > 1.0;
-  const torch::Device device = m.unet->placement().device;
+  const torch::Device device = m.denoiser->placement().device;
   Result<PromptEmbeds> cond = EncodePrompt(m, r.prompt);
   if (!cond.ok()) return cond.status();
   PromptEmbeds uncond;
@@ -127,14 +126,14 @@ Result<Conditioning> EncodeConditioning(const TextToImageModel& m, const ImageRe
     return (guided ? torch::cat({u, c}) : c).to(device, torch::kFloat32);
   };
   Conditioning out;
-  out.context = rows(uncond.context, cond->context);
+  out.text = rows(uncond.context, cond->context);
   if (sdxl) {
     Tensor ids = torch::tensor({double(r.height), double(r.width), 0.0, 0.0, double(r.height),
                                 double(r.width)},
                                torch::kFloat32)
                      .view({1, 6});
-    out.added.text_embeds = rows(uncond.pooled, cond->pooled);
-    out.added.time_ids = rows(ids, ids);
+    out.pooled = rows(uncond.pooled, cond->pooled);
+    out.time_ids = rows(ids, ids);
   }
   return out;
 }
@@ -156,27 +155,26 @@ Result<Tensor> RenderImage(const TextToImageModel& m, const ImageRequest& r,
     std::vector<std::unique_ptr<EvalMode>> modes;
     for (const PromptEncoder& e : m.encoders)
       modes.push_back(std::make_unique<EvalMode>(&*e.model));
-    modes.push_back(std::make_unique<EvalMode>(&*m.unet));
+    modes.push_back(std::make_unique<EvalMode>(&m.denoiser->module()));
     modes.push_back(std::make_unique<EvalMode>(&*m.vae));
 
     Result<Conditioning> cond = EncodeConditioning(m, r);
     if (!cond.ok()) return cond.status();
-    const torch::Device device = m.unet->placement().device;
-    DenoiseFn unet = [&](const Tensor& x, const Tensor& t) -> Result<Tensor> {
+    const torch::Device device = m.denoiser->placement().device;
+    DenoiseFn denoise = [&](const Tensor& x, const Tensor& t) -> Result<Tensor> {
       if (stop && stop()) {
         stopped = true;
         return Status::Unavailable("stopped");
       }
-      UNetAutocast autocast(m.unet->placement());
-      return m.unet->forward(x, t.to(device), cond->context, cond->added).to(torch::kFloat32);
+      DenoiserAutocast autocast(m.denoiser->placement());
+      return m.denoiser->Forward(x, t.to(device), *cond).to(torch::kFloat32);
     };
-    if (r.guidance_scale > 1.0) unet = WithGuidance(unet, r.guidance_scale);
-    const lora_sd::UNetConfig& u = m.unet->config();
+    if (r.guidance_scale > 1.0) denoise = WithGuidance(denoise, r.guidance_scale);
     torch::Generator gen = at::detail::createCPUGenerator(r.seed);
-    Tensor noise = torch::randn({1, u.in_channels, r.height / f, r.width / f}, gen,
-                                torch::TensorOptions().dtype(torch::kFloat32))
+    Tensor noise = torch::randn({1, m.denoiser->shape().latent_channels, r.height / f, r.width / f},
+                                gen, torch::TensorOptions().dtype(torch::kFloat32))
                        .to(device);
-    Result<Tensor> x0 = Sample(*scheduler, noise, unet);
+    Result<Tensor> x0 = Sample(*scheduler, noise, denoise);
     if (stopped) return Status::Ok();
     if (!x0.ok()) return x0.status();
     Result<Tensor> images = vae::DecodeToImages(*m.vae, x0->to(DeviceOf(*m.vae)));

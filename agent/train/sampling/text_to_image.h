@@ -1,6 +1,6 @@
 // Text to image: diffusers' StableDiffusionPipeline / StableDiffusionXLPipeline __call__ for one
-// prompt, on the trainer's own modules (CLIP text encoders, the UNet with whatever LoRA is
-// attached to it, the VAE) and a sampler of sampling/scheduler.h.
+// prompt, on the trainer's own modules (CLIP text encoders, the denoiser (denoiser/denoiser.h)
+// with whatever LoRA is attached to it, the VAE) and a sampler of sampling/scheduler.h.
 //
 //   SD 1.x/2.x (one encoder):  c = last_hidden_state(tok(prompt))               [1,77,D]
 //                              u = last_hidden_state(tok(negative_prompt))      ("" encoded too)
@@ -9,19 +9,19 @@
 //                              time_ids = [H, W, 0, 0, H, W] for both halves
 //                              negative_prompt "" and force_zeros_for_empty_prompt: u and its
 //                              pooled are zeros (diffusers' negative_prompt=None)
-//   x_T = randn([1, unet.in_channels, H/f, W/f], CPU generator seeded `seed`) · init_noise_sigma
-//   ε = ε_u + g·(ε_c − ε_u) from one UNet call on [x; x] with [u; c] (g <= 1: ε_c alone)
+//   x_T = randn([1, latent_channels, H/f, W/f], CPU generator seeded `seed`) · init_noise_sigma
+//   ε = ε_u + g·(ε_c − ε_u) from one denoiser call on [x; x] with [u; c] (g <= 1: ε_c alone)
 //   image = round((vae.decode(x_0 / scaling_factor) / 2 + 0.5).clamp(0, 1) · 255)   uint8
 // Prompts are tokenized to max_position_embeddings tokens (77), truncated as diffusers does.
 //
 // Contract: RenderImage runs without autograd and with every module in eval mode, and puts each
 // module's train/eval mode back as it was; it draws random numbers only from its own generator,
 // so it leaves a training run's state (RNG, LoRA weights, optimizer) untouched. Same inputs on
-// the same device: the same bytes. On CUDA, a UNet whose base weights are bf16/fp16 runs under
-// autocast in that dtype (as the trainer does); everything else is fp32. `stop`, when given, is
-// asked before each UNet call: when it says true, RenderImage returns an undefined tensor (no
-// image, no error). Errors (mismatched modules, bad sizes, libtorch failures) are Status.
-// Not thread-safe (the modules are not).
+// the same device: the same bytes. On CUDA, a denoiser whose base weights are bf16/fp16 runs
+// under autocast in that dtype (as the trainer does); everything else is fp32. `stop`, when
+// given, is asked before each denoiser call: when it says true, RenderImage returns an undefined
+// tensor (no image, no error). Errors (mismatched modules, bad sizes, libtorch failures) are
+// Status. Not thread-safe (the modules are not).
 #pragma once
 
 #include <torch/torch.h>
@@ -31,11 +31,11 @@
 #include <string>
 #include <vector>
 
-#include "agent/train/lora_sd/unet.h"
+#include "agent/train/denoiser/denoiser.h"
+#include "agent/train/models/text/clip_text_model.h"
+#include "agent/train/models/text/clip_tokenizer.h"
+#include "agent/train/models/vae/autoencoder_kl.h"
 #include "agent/train/sampling/scheduler_config.h"
-#include "agent/train/text/clip_text_model.h"
-#include "agent/train/text/clip_tokenizer.h"
-#include "agent/train/vae/autoencoder_kl.h"
 #include "shared/status.h"
 
 namespace gleaner::train::sampling {
@@ -45,10 +45,10 @@ struct PromptEncoder {
   std::shared_ptr<text::ClipTextModel> model;
 };
 
-// The pipeline's modules; shared with their owner (e.g. the trainer owns the UNet).
+// The pipeline's modules; shared with their owner (e.g. the trainer owns the denoiser).
 struct TextToImageModel {
   std::vector<PromptEncoder> encoders;  // 1: SD 1.x/2.x; 2: SDXL (text_encoder, text_encoder_2)
-  std::shared_ptr<lora_sd::UNet> unet;
+  std::shared_ptr<Denoiser> denoiser;
   std::shared_ptr<vae::AutoencoderKL> vae;
   SchedulerConfig scheduler;
   bool force_zeros_for_empty_prompt = true;  // SDXL's model_index.json flag (its default)
@@ -63,18 +63,15 @@ struct ImageRequest {
   int64_t height = 512, width = 512;  // pixels, multiples of the VAE factor
 };
 
-// InvalidArgument naming the mismatch unless the modules fit together: 1 encoder of
-// cross_attention_dim width (SD) or 2 whose penultimate widths sum to it, the second with a
-// projection of the UNet's pooled width (SDXL, text_time), VAE latent channels = UNet in/out
-// channels.
+// InvalidArgument naming the mismatch unless the modules fit together (denoiser/denoiser.h's
+// shape): 1 encoder of the context width (SD) or 2 whose penultimate widths sum to it, the
+// second with a projection of the pooled width (SDXL: time_ids), VAE latent channels = the
+// denoiser's.
 Status CheckTextToImageModel(const TextToImageModel& model);
 
-// The UNet's conditioning for a request, rows [uncond; cond] when guidance_scale > 1, else cond
-// alone; fp32 on the UNet's device. Call under NoGradGuard.
-struct Conditioning {
-  torch::Tensor context;     // [R,77,D]
-  lora_sd::AddedCond added;  // SDXL only: text_embeds [R,P], time_ids [R,6]
-};
+// The denoiser's conditioning for a request, rows [uncond; cond] when guidance_scale > 1, else
+// cond alone; fp32 on the denoiser's device: text [R,77,D]; SDXL: pooled [R,P], time_ids [R,6].
+// Call under NoGradGuard.
 Result<Conditioning> EncodeConditioning(const TextToImageModel& model, const ImageRequest& request);
 
 // One image: uint8 RGB [1, 3, height, width] on the CPU (vae::EncodePngs writes it), or an

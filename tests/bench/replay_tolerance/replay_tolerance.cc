@@ -7,7 +7,7 @@
 //
 // One job (seed 0, data seed 1) trains in-process to checkpoint k (fp32, 2 threads). Each variant
 // restores that checkpoint, trains to k+m and is compared with the reference replay (fp32,
-// 2 threads) by lora_sd::CompareLora: max and median over tensors of the relative L2 distance.
+// 2 threads) by training::CompareLora: max and median over tensors of the relative L2 distance.
 // Honest: the same settings again; 1 intra-op thread; the start LoRA perturbed at fp32 rounding
 // level (relative 2^-24, an emulation of another device's summation order: every op of a GPU
 // rounds differently, this seeds one such difference and lets training amplify it); bf16 CPU
@@ -31,12 +31,13 @@
 #include <string>
 #include <vector>
 
-#include "agent/train/lora_sd/replay_distance.h"
-#include "agent/train/lora_sd/trainer.h"
+#include "agent/train/training/replay_distance.h"
+#include "agent/train/training/trainer.h"
 
 using namespace gleaner;
 using namespace gleaner::train;
-using namespace gleaner::train::lora_sd;
+using namespace gleaner::train::unet;
+using namespace gleaner::train::training;
 
 namespace {
 

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/train/lora_sd/trainer.h"
 #include "agent/train/nn/attention.h"
+#include "agent/train/training/trainer.h"
 
 #ifdef GLEANER_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -28,7 +28,8 @@
 
 using namespace gleaner;
 using namespace gleaner::train;
-using namespace gleaner::train::lora_sd;
+using namespace gleaner::train::unet;
+using namespace gleaner::train::training;
 
 namespace {
 

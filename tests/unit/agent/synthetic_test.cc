@@ -1,5 +1,5 @@
 // gleaner-train run with the synthetic kind, as a real child process.
-#include "agent/train/synthetic/synthetic.h"
+#include "agent/train/jobs/synthetic/synthetic.h"
 
 #include <signal.h>
 #include <sys/wait.h>

@@ -10,7 +10,7 @@
 #include "agent/protocol/trainer_protocol.h"
 #include "agent/train/images/decode.h"
 #include "agent/train/images/png_encode.h"
-#include "agent/train/models/tiny_diffusers_model.h"
+#include "agent/train/models/loader/tiny_diffusers_model.h"
 #include "shared/native/files.h"
 #include "tests/integration/harness.h"
 #include "tests/unit/images/writers.h"

@@ -8,7 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "agent/protocol/trainer_protocol.h"
-#include "agent/train/text/text_encoder_lora.h"
+#include "agent/train/models/text/text_encoder_lora.h"
 #include "tests/skip.h"
 #include "text_test_util.h"
 

@@ -1,14 +1,14 @@
 // CLIP tokenizer: every reference case exactly (API and `gleaner-train tokenize`), tokenizer
 // folders, BPE details on a tiny vocabulary, and one clear error per bad input.
-#include "agent/train/text/clip_tokenizer.h"
+#include "agent/train/models/text/clip_tokenizer.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 
-#include "shared/json.h"
 #include "agent/protocol/trainer_protocol.h"
+#include "shared/json.h"
 #include "tests/skip.h"
 #include "text_test_util.h"
 

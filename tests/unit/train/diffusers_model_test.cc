@@ -1,10 +1,10 @@
 // Base models in diffusers layout: the tiny generated folders load (SD and SDXL), weights in any
 // float dtype or sharded load, and every missing or bad file is one error naming it.
-#include "agent/train/models/diffusers_model.h"
+#include "agent/train/models/loader/diffusers_model.h"
 
 #include <cstdio>
 
-#include "agent/train/models/tiny_diffusers_model.h"
+#include "agent/train/models/loader/tiny_diffusers_model.h"
 #include "train_test_util.h"  // Catch2, via the CHECK fix-up
 
 using namespace gleaner;

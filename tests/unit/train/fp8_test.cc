@@ -8,9 +8,9 @@
 #include <fstream>
 
 #include "agent/protocol/trainer_protocol.h"
-#include "agent/train/lora_sd/trainer.h"
-#include "agent/train/lora_sd/unet.h"
+#include "agent/train/models/unet/unet.h"
 #include "agent/train/nn/torch_compat.h"
+#include "agent/train/training/trainer.h"
 #include "train_test_util.h"  // Catch2, via the CHECK fix-up
 
 using namespace gleaner;
@@ -44,7 +44,7 @@ Json Params(bool fp8) {
                                             std::shared_ptr<UNet>* unet = nullptr) {
   Result<TensorMap> w = LoadWeights(job.tmp / "weights.safetensors");
   REQUIRE(w.ok());
-  Result<Dataset> data = LoadDataset(job.tmp / "data.safetensors", job.config);
+  Result<Dataset> data = LoadDataset(job.tmp / "data.safetensors", ShapeOf(job.config));
   REQUIRE(data.ok());
   Result<LoraSdParams> p = LoraSdParams::Parse(Params(fp8));
   REQUIRE(p.ok());
@@ -57,7 +57,7 @@ Json Params(bool fp8) {
     REQUIRE(l.ok());
     losses.push_back(*l);
   }
-  if (unet != nullptr) *unet = (*t)->unet();
+  if (unet != nullptr) *unet = std::dynamic_pointer_cast<UNet>((*t)->denoiser());
   return losses;
 }
 

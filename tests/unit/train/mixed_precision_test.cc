@@ -3,8 +3,8 @@
 // bound of the fp32 run, and resumes byte-identically; "fp16" has no CPU autocast and is fp32.
 #include "agent/protocol/checkpoint_dir.h"
 #include "agent/protocol/trainer_protocol.h"
-#include "agent/train/kinds.h"
-#include "agent/train/lora_sd/unet.h"
+#include "agent/train/jobs/kinds.h"
+#include "agent/train/models/unet/unet.h"
 #include "train_test_util.h"  // Catch2, via the CHECK fix-up
 
 using namespace gleaner;
@@ -43,8 +43,6 @@ double LearnedRelL2(const TensorMap& got, const TensorMap& ref) {
 TEST_CASE("mixed precision: the placement and autocast dtype for each device and setting",
           "[lora_sd][precision]") {
   torch::Device cpu(torch::kCPU), cuda(torch::kCUDA, 0);
-  using lora_sd::AutocastDtypeFor;
-  using lora_sd::PlacementFor;
   CHECK(!AutocastDtypeFor(cpu, "no"));
   CHECK(AutocastDtypeFor(cpu, "bf16") == torch::kBFloat16);
   CHECK(!AutocastDtypeFor(cpu, "fp16"));  // CPU autocast has no fp16

@@ -1,7 +1,7 @@
 // lora-sd model tests: equivalence with diffusers' reference vectors, LoRA file formats,
 // weight loading errors, config validation, gradient checkpointing.
-#include "agent/train/lora_sd/lora.h"
-#include "agent/train/lora_sd/unet.h"
+#include "agent/train/models/unet/unet.h"
+#include "agent/train/models/unet/unet_lora.h"
 #include "train_test_util.h"  // Catch2, via the CHECK fix-up
 
 using namespace gleaner;
@@ -27,7 +27,7 @@ FixtureModel LoadFixtureModel(const std::string& dir) {
   return m;
 }
 
-void CheckGrads(const Lora& lora, const TensorMap& ref) {
+void CheckGrads(const DenoiserLora& lora, const TensorMap& ref) {
   TensorMap got = lora.PeftGradients();
   REQUIRE(got.size() == ref.size());
   double worst = 0;
@@ -61,7 +61,7 @@ TEST_CASE("LoRA forward matches with PEFT and kohya files", "[lora_sd][fixture]"
   torch::Tensor ref = MustLoad(dir + "/lora/output.safetensors").at("sample");
   for (const char* file : {"lora.safetensors", "lora_kohya.safetensors"}) {
     FixtureModel m = LoadFixtureModel(dir);
-    Result<Lora> lora = Lora::Load(*m.unet, dir + "/lora/" + file);
+    Result<DenoiserLora> lora = DenoiserLora::Load(*m.unet, dir + "/lora/" + file);
     REQUIRE(lora.ok());
     CHECK(lora->size() == 32);
     CHECK(lora->rank() == 4);
@@ -82,7 +82,7 @@ TEST_CASE("LoRA gradients match the reference, with and without checkpointing",
   for (bool ckpt : {false, true}) {
     FixtureModel m = LoadFixtureModel(dir);
     m.unet->set_gradient_checkpointing(ckpt);
-    Result<Lora> lora = Lora::Load(*m.unet, dir + "/lora/lora.safetensors");
+    Result<DenoiserLora> lora = DenoiserLora::Load(*m.unet, dir + "/lora/lora.safetensors");
     REQUIRE(lora.ok());
     torch::Tensor loss = (m.Forward() * m.inputs.at("R")).sum();
     loss.backward();
@@ -96,7 +96,7 @@ TEST_CASE("fresh LoRA has the fixture's key names and shapes in both namings",
           "[lora_sd][fixture]") {
   SKIP_WITHOUT_FIXTURE(dir);
   UNet unet(MustConfig(dir + "/config.json"));
-  Result<Lora> lora = Lora::Attach(unet, 4, 4.0, at::detail::createCPUGenerator(1));
+  Result<DenoiserLora> lora = DenoiserLora::Attach(unet, 4, 4.0, at::detail::createCPUGenerator(1));
   REQUIRE(lora.ok());
   auto same_keys = [](const TensorMap& got, const TensorMap& ref) {
     REQUIRE(got.size() == ref.size());

@@ -1,8 +1,9 @@
 // lora-sd training math: DDPM schedule vs the reference, lr schedules, AdamW, clipping, scaler.
-#include "agent/train/lora_sd/optim.h"
+#include "agent/train/training/optim.h"
 
 #include <cmath>
 
+#include "agent/train/sampling/noise_schedule.h"
 #include "train_test_util.h"  // Catch2, via the CHECK fix-up
 
 using namespace gleaner;
@@ -13,9 +14,9 @@ TEST_CASE("DDPM scaled-linear schedule matches diffusers", "[lora_sd][fixture]")
   Result<std::string> text = ReadFile(dir + "/ddpm.json");
   REQUIRE(text.ok());
   Json j = *ParseJson(*text);
-  torch::Tensor ac =
-      ScaledLinearAlphasCumprod(j["num_train_timesteps"].get<int64_t>(),
-                                j["beta_start"].get<double>(), j["beta_end"].get<double>());
+  torch::Tensor ac = sampling::ScaledLinearAlphasCumprod(j["num_train_timesteps"].get<int64_t>(),
+                                                         j["beta_start"].get<double>(),
+                                                         j["beta_end"].get<double>());
   REQUIRE(ac.size(0) == 1000);
   const Json& ts = j["timesteps"];
   for (size_t i = 0; i < ts.size(); ++i) {

@@ -1,6 +1,6 @@
 // The replay comparison of verified training: per-tensor relative L2 distance of two LoRAs
-// (lora_sd/replay_distance.h) and `gleaner-train compare-checkpoints`.
-#include "agent/train/lora_sd/replay_distance.h"
+// (training/replay_distance.h) and `gleaner-train compare-checkpoints`.
+#include "agent/train/training/replay_distance.h"
 
 #include <sys/wait.h>
 
@@ -50,22 +50,22 @@ TEST_CASE("replay distance: symmetric relative L2 per tensor and +inf for what c
           "[lora_sd][replay]") {
   // float64, so that the expected distances below are exact to the last digits.
   torch::Tensor a = torch::randn({16, 4}, torch::kFloat64);
-  CHECK(*lora_sd::TensorDistance(a, a.clone()) == 0);
+  CHECK(*training::TensorDistance(a, a.clone()) == 0);
   // ||a - 1.25a|| / max(||a||, ||1.25a||) = 0.25 / 1.25, whichever side is first.
-  CHECK(*lora_sd::TensorDistance(a, a * 1.25) == Approx(0.2).epsilon(1e-12));
-  CHECK(*lora_sd::TensorDistance(a * 1.25, a) == Approx(0.2).epsilon(1e-12));
-  CHECK(*lora_sd::TensorDistance(torch::zeros({3}), torch::zeros({3})) == 0);
+  CHECK(*training::TensorDistance(a, a * 1.25) == Approx(0.2).epsilon(1e-12));
+  CHECK(*training::TensorDistance(a * 1.25, a) == Approx(0.2).epsilon(1e-12));
+  CHECK(*training::TensorDistance(torch::zeros({3}), torch::zeros({3})) == 0);
   // bf16 against fp32: compared in float64.
-  CHECK(*lora_sd::TensorDistance(a.to(torch::kBFloat16), a) < 4e-3);
-  CHECK(*lora_sd::TensorDistance(a.to(torch::kFloat32), a) < 1e-7);
-  CHECK(*lora_sd::TensorDistance(a, torch::randn({4, 16})) == kInf);
+  CHECK(*training::TensorDistance(a.to(torch::kBFloat16), a) < 4e-3);
+  CHECK(*training::TensorDistance(a.to(torch::kFloat32), a) < 1e-7);
+  CHECK(*training::TensorDistance(a, torch::randn({4, 16})) == kInf);
   torch::Tensor nan = a.clone();
   nan[0][0] = std::nan("");
-  CHECK(*lora_sd::TensorDistance(nan, a) == kInf);
+  CHECK(*training::TensorDistance(nan, a) == kInf);
   torch::Tensor inf = a.clone();
   inf[1][1] = kInf;
-  CHECK(*lora_sd::TensorDistance(a, inf) == kInf);
-  CHECK(!lora_sd::TensorDistance(torch::ones({2}, torch::kInt64), torch::ones({2})).ok());
+  CHECK(*training::TensorDistance(a, inf) == kInf);
+  CHECK(!training::TensorDistance(torch::ones({2}, torch::kInt64), torch::ones({2})).ok());
 }
 
 TEST_CASE("replay distance: the worst tensor decides against the tolerance", "[lora_sd][replay]") {
@@ -73,7 +73,7 @@ TEST_CASE("replay distance: the worst tensor decides against the tolerance", "[l
   TensorMap got = ref;
   const double e = std::ldexp(1.0, -13);  // 1.2e-4, exact as a float scalar too
   got["a.lora_B.weight"] = ref["a.lora_B.weight"] * (1 + e);
-  Result<lora_sd::ReplayDistance> d = lora_sd::CompareLora(got, ref, 1e-3);
+  Result<training::ReplayDistance> d = training::CompareLora(got, ref, 1e-3);
   REQUIRE(d.ok());
   CHECK(d->worst_tensor == "a.lora_B.weight");
   CHECK(d->worst == Approx(e / (1 + e)).epsilon(1e-9));
@@ -81,12 +81,12 @@ TEST_CASE("replay distance: the worst tensor decides against the tolerance", "[l
   CHECK(d->tensors == 2);
   CHECK(d->within);
   CHECK(d->reason.empty());
-  CHECK(!lora_sd::CompareLora(got, ref, 1e-5)->within);
+  CHECK(!training::CompareLora(got, ref, 1e-5)->within);
   // Tolerance 0 means equal values.
-  CHECK(lora_sd::CompareLora(ref, TwoTensors(1.0), 0)->within);
+  CHECK(training::CompareLora(ref, TwoTensors(1.0), 0)->within);
 
   got.erase("a.lora_A.weight");
-  d = lora_sd::CompareLora(got, ref, 1.0);
+  d = training::CompareLora(got, ref, 1.0);
   REQUIRE(d.ok());
   CHECK(d->worst_tensor == "a.lora_A.weight");
   CHECK(d->worst == kInf);
@@ -94,14 +94,14 @@ TEST_CASE("replay distance: the worst tensor decides against the tolerance", "[l
   CHECK(!d->within);
   got["extra"] = torch::ones({1});
   got["a.lora_A.weight"] = ref["a.lora_A.weight"];
-  CHECK(lora_sd::CompareLora(got, ref, 1.0)->reason == "missing from b");
+  CHECK(training::CompareLora(got, ref, 1.0)->reason == "missing from b");
   got.erase("extra");
   got["a.lora_A.weight"] = ref["a.lora_A.weight"].t().contiguous();
-  CHECK(lora_sd::CompareLora(got, ref, 1.0)->reason == "shapes differ");
+  CHECK(training::CompareLora(got, ref, 1.0)->reason == "shapes differ");
 
-  CHECK(!lora_sd::CompareLora({}, ref, 1.0).ok());
-  CHECK(!lora_sd::CompareLora({{"x", torch::ones({2}, torch::kInt32)}},
-                              {{"x", torch::ones({2}, torch::kInt32)}}, 1.0)
+  CHECK(!training::CompareLora({}, ref, 1.0).ok());
+  CHECK(!training::CompareLora({{"x", torch::ones({2}, torch::kInt32)}},
+                               {{"x", torch::ones({2}, torch::kInt32)}}, 1.0)
              .ok());
 }
 

@@ -5,10 +5,10 @@
 
 #include "agent/protocol/trainer_protocol.h"
 #include "agent/train/images/decode.h"
-#include "agent/train/lora_sd/lora.h"
-#include "agent/train/models/diffusers_model.h"
-#include "agent/train/models/tiny_diffusers_model.h"
-#include "agent/train/text/text_encoder_lora.h"
+#include "agent/train/models/loader/diffusers_model.h"
+#include "agent/train/models/loader/tiny_diffusers_model.h"
+#include "agent/train/models/text/text_encoder_lora.h"
+#include "agent/train/models/unet/unet_lora.h"
 #include "train_test_util.h"
 
 namespace gleaner::train::testing {
@@ -27,7 +27,7 @@ void WriteLora(const std::string& dir, const std::string& out) {
   UNet unet(m->unet_config, BasePlacement{});
   REQUIRE(LoadStateDict(unet, m->unet_weights).ok());
   torch::Generator gen = at::detail::createCPUGenerator(5);
-  Result<Lora> lora = Lora::Attach(unet, 2, 2, gen);
+  Result<DenoiserLora> lora = DenoiserLora::Attach(unet, 2, 2, gen);
   REQUIRE(lora.ok());
   torch::NoGradGuard no_grad;
   for (torch::Tensor& p : lora->Parameters()) p.normal_(0, 0.2, gen);

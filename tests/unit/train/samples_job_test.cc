@@ -7,7 +7,7 @@
 #include "agent/protocol/checkpoint_dir.h"
 #include "agent/protocol/sample_set.h"
 #include "agent/train/images/decode.h"
-#include "agent/train/models/tiny_diffusers_model.h"
+#include "agent/train/models/loader/tiny_diffusers_model.h"
 #include "train_test_util.h"
 
 namespace gleaner::train::testing {

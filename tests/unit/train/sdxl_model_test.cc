@@ -2,9 +2,9 @@
 // (sdxl-unet-ref-* fixtures, every set present, same bounds as the SD 1.x fixture), LoRA files
 // in both namings (kohya with sd-scripts' SDXL key names), the diffusers <-> LDM module table,
 // config parsing, and base weights held in the compute dtype.
-#include "agent/train/lora_sd/ldm_names.h"
-#include "agent/train/lora_sd/lora.h"
-#include "agent/train/lora_sd/unet.h"
+#include "agent/train/models/unet/ldm_names.h"
+#include "agent/train/models/unet/unet.h"
+#include "agent/train/models/unet/unet_lora.h"
 #include "train_test_util.h"  // Catch2, via the CHECK fix-up
 
 using namespace gleaner;
@@ -68,7 +68,7 @@ TEST_CASE("SDXL LoRA forward matches with the PEFT file and with a kohya file (L
     torch::Tensor ref = MustLoad(dir + "/lora/output.safetensors").at("sample");
     TensorMap peft = MustLoad(dir + "/lora/lora.safetensors");
     auto u = f.Model();
-    Result<Lora> lora = Lora::Load(*u, dir + "/lora/lora.safetensors");
+    Result<DenoiserLora> lora = DenoiserLora::Load(*u, dir + "/lora/lora.safetensors");
     REQUIRE(lora.ok());
     CHECK(lora->size() * 2 == peft.size());
     {
@@ -94,7 +94,7 @@ TEST_CASE("SDXL LoRA forward matches with the PEFT file and with a kohya file (L
     for (const std::string& file : files) {
       INFO(file);
       auto u2 = f.Model();
-      Result<Lora> l2 = Lora::Load(*u2, file);
+      Result<DenoiserLora> l2 = DenoiserLora::Load(*u2, file);
       REQUIRE(l2.ok());
       CHECK(l2->rank() == lora->rank());
       CHECK(l2->alpha() == lora->alpha());
@@ -117,7 +117,7 @@ TEST_CASE("SDXL LoRA gradients match the reference, with and without checkpointi
       INFO(dir << ", gradient checkpointing " << ckpt);
       auto u = f.Model();
       u->set_gradient_checkpointing(ckpt);
-      Result<Lora> lora = Lora::Load(*u, dir + "/lora/lora.safetensors");
+      Result<DenoiserLora> lora = DenoiserLora::Load(*u, dir + "/lora/lora.safetensors");
       REQUIRE(lora.ok());
       torch::Tensor loss = (f.Forward(*u) * f.inputs.at("R")).sum();
       loss.backward();
@@ -199,18 +199,17 @@ TEST_CASE("diffusers <-> LDM module paths: SDXL and SD 1.5 literals", "[lora_sd]
   CHECK(DiffusersToLdm(sd, "up_blocks.3.attentions.2.proj_out") == "output_blocks.11.1.proj_out");
   CHECK(DiffusersToLdm(sd, "nothing.here").empty());
   // kohya prefixes: LDM paths for SDXL (as sd-scripts writes them), diffusers paths for SD.
-  CHECK(Lora::KohyaPrefix(SdxlConfig(),
-                          "down_blocks.1.attentions.0.transformer_blocks.0.attn1.to_q") ==
-        "lora_unet_input_blocks_4_1_transformer_blocks_0_attn1_to_q");
-  CHECK(Lora::KohyaPrefix(SdxlConfig(),
-                          "mid_block.attentions.0.transformer_blocks.3.attn2.to_out.0") ==
-        "lora_unet_middle_block_1_transformer_blocks_3_attn2_to_out_0");
   CHECK(
-      Lora::KohyaPrefix(SdxlConfig(), "up_blocks.1.attentions.0.transformer_blocks.1.attn1.to_v") ==
-      "lora_unet_output_blocks_3_1_transformer_blocks_1_attn1_to_v");
-  CHECK(Lora::KohyaPrefix(Sd15Config(),
-                          "down_blocks.0.attentions.1.transformer_blocks.0.attn1.to_q") ==
-        "lora_unet_down_blocks_0_attentions_1_transformer_blocks_0_attn1_to_q");
+      KohyaLoraPrefix(SdxlConfig(), "down_blocks.1.attentions.0.transformer_blocks.0.attn1.to_q") ==
+      "lora_unet_input_blocks_4_1_transformer_blocks_0_attn1_to_q");
+  CHECK(
+      KohyaLoraPrefix(SdxlConfig(), "mid_block.attentions.0.transformer_blocks.3.attn2.to_out.0") ==
+      "lora_unet_middle_block_1_transformer_blocks_3_attn2_to_out_0");
+  CHECK(KohyaLoraPrefix(SdxlConfig(), "up_blocks.1.attentions.0.transformer_blocks.1.attn1.to_v") ==
+        "lora_unet_output_blocks_3_1_transformer_blocks_1_attn1_to_v");
+  CHECK(
+      KohyaLoraPrefix(Sd15Config(), "down_blocks.0.attentions.1.transformer_blocks.0.attn1.to_q") ==
+      "lora_unet_down_blocks_0_attentions_1_transformer_blocks_0_attn1_to_q");
 }
 
 TEST_CASE("diffusers <-> LDM module paths round-trip for every parameter and are one-to-one",
@@ -237,12 +236,12 @@ TEST_CASE("diffusers <-> LDM module paths round-trip for every parameter and are
       CHECK(ldm_keys.insert(ldm).second);
     }
     // kohya file round trip: write with the config's naming, load back the same tensors.
-    Result<Lora> lora = Lora::Attach(u, 2, 3.0, at::detail::createCPUGenerator(4));
+    Result<DenoiserLora> lora = DenoiserLora::Attach(u, 2, 3.0, at::detail::createCPUGenerator(4));
     REQUIRE(lora.ok());
     TempDir tmp;
     REQUIRE(SaveSafetensors(tmp / "k.safetensors", lora->KohyaTensors()).ok());
     UNet u2(c, BasePlacement{});
-    Result<Lora> back = Lora::Load(u2, tmp / "k.safetensors");
+    Result<DenoiserLora> back = DenoiserLora::Load(u2, tmp / "k.safetensors");
     REQUIRE(back.ok());
     CHECK(back->alpha() == 3.0);
     TensorMap a = lora->PeftTensors(), b = back->PeftTensors();
@@ -360,7 +359,8 @@ TEST_CASE("base weights: held in the placement's dtype, filled without an fp32 c
     CHECK_FALSE(p.value().requires_grad());
     CHECK(p.value().sizes() == torch::IntArrayRef(hollow.parameter_shapes().at(p.key())));
   }
-  Result<Lora> lora = Lora::Attach(hollow, 4, 4.0, at::detail::createCPUGenerator(1));
+  Result<DenoiserLora> lora =
+      DenoiserLora::Attach(hollow, 4, 4.0, at::detail::createCPUGenerator(1));
   REQUIRE(lora.ok());
   for (const auto& t : lora->Parameters()) CHECK(t.scalar_type() == torch::kFloat32);
   // fp32 placement and an F32 file: the model uses the loaded tensors themselves (no copy).

@@ -3,8 +3,8 @@
 // writing nothing, kohya outputs with sd-scripts' SDXL key names, and the forward CLI.
 #include "agent/protocol/checkpoint_dir.h"
 #include "agent/protocol/trainer_protocol.h"
-#include "agent/train/lora_sd/lora.h"
-#include "agent/train/lora_sd/trainer.h"
+#include "agent/train/models/unet/unet_lora.h"
+#include "agent/train/training/trainer.h"
 #include "train_test_util.h"  // Catch2, via the CHECK fix-up
 
 using namespace gleaner;
@@ -17,18 +17,18 @@ TEST_CASE("make-dataset --sdxl is deterministic and fits the tiny SDXL config",
   REQUIRE(RunBin({"make-dataset", "--out", tmp / "a", "--n", "6", "--sdxl", "--prior"}) == 0);
   REQUIRE(RunBin({"make-dataset", "--out", tmp / "b", "--n", "6", "--sdxl", "--prior"}) == 0);
   CHECK(Bytes(tmp / "a") == Bytes(tmp / "b"));
-  Result<Dataset> d = LoadDataset(tmp / "a", TinySdxlConfig());
+  Result<Dataset> d = LoadDataset(tmp / "a", ShapeOf(TinySdxlConfig()));
   REQUIRE(d.ok());
   CHECK(d->instance.pooled.sizes() == torch::IntArrayRef({6, 32}));
   CHECK(d->instance.time_ids.sizes() == torch::IntArrayRef({6, 6}));
   CHECK(d->prior.pooled.sizes() == torch::IntArrayRef({6, 32}));
   CHECK(d->prior.time_ids[0][0].item<float>() == 128.0f);  // 16 latents = 128 pixels
   // The same file does not fit an SD config, nor an SDXL config with another pooled size.
-  Result<Dataset> sd = LoadDataset(tmp / "a", TinyConfig());
+  Result<Dataset> sd = LoadDataset(tmp / "a", ShapeOf(TinyConfig()));
   REQUIRE_FALSE(sd.ok());
-  CHECK(sd.status().message().find("no addition_embed_type") != std::string::npos);
+  CHECK(sd.status().message().find("takes no pooled text embedding") != std::string::npos);
   REQUIRE(RunBin({"make-dataset", "--out", tmp / "c", "--pooled", "48"}) == 0);
-  REQUIRE(LoadDataset(tmp / "c", TinySdxlConfig())
+  REQUIRE(LoadDataset(tmp / "c", ShapeOf(TinySdxlConfig()))
               .status()
               .message()
               .find("pooled_text_embeddings must be [16, 32]") != std::string::npos);
@@ -39,7 +39,7 @@ TEST_CASE("SDXL dataset errors name the tensor and the expected shape", "[lora_s
   TensorMap good = MustLoad(job.tmp / "data.safetensors");
   auto message = [&](const TensorMap& t, const UNetConfig& c) {
     REQUIRE(SaveSafetensors(job.tmp / "bad.safetensors", t).ok());
-    Result<Dataset> d = LoadDataset(job.tmp / "bad.safetensors", c);
+    Result<Dataset> d = LoadDataset(job.tmp / "bad.safetensors", ShapeOf(c));
     REQUIRE_FALSE(d.ok());
     return d.status().message();
   };
@@ -143,7 +143,7 @@ TEST_CASE("SDXL outputs: kohya keys as sd-scripts writes SDXL LoRAs, PEFT keys a
       continue;
     }
     std::string module = k.substr(5, k.size() - 5 - suffix.size());  // drop "unet." and suffix
-    std::string prefix = Lora::KohyaPrefix(config, module);
+    std::string prefix = KohyaLoraPrefix(config, module);
     INFO(module << " -> " << prefix);
     REQUIRE(kohya.count(prefix + ".lora_down.weight"));
     CHECK(torch::equal(kohya.at(prefix + ".lora_down.weight"), peft.at(k)));

@@ -3,8 +3,8 @@
 // run's state left as it was.
 #include "agent/train/sampling/text_to_image.h"
 
-#include "agent/train/lora_sd/lora.h"
-#include "agent/train/vae/image_latents.h"
+#include "agent/train/models/unet/unet_lora.h"
+#include "agent/train/models/vae/image_latents.h"
 #include "tests/unit/train/train_test_util.h"
 
 namespace gleaner::train::testing {
@@ -38,8 +38,9 @@ sampling::PromptEncoder TinyEncoder(int64_t width, bool projection, uint64_t see
 TextToImageModel TinyModel(bool sdxl) {
   TextToImageModel m;
   UNetConfig u = sdxl ? TinySdxlConfig() : TinyConfig();
-  m.unet = std::make_shared<UNet>(u, BasePlacement{});
-  REQUIRE(LoadStateDict(*m.unet, RandomWeights(u, 3)).ok());
+  auto net = std::make_shared<UNet>(u, BasePlacement{});
+  REQUIRE(LoadStateDict(*net, RandomWeights(u, 3)).ok());
+  m.denoiser = net;
   if (sdxl) {
     m.encoders = {TinyEncoder(16, false, 5), TinyEncoder(16, true, 6)};
   } else {
@@ -130,52 +131,51 @@ TEST_CASE("text to image: SDXL conditioning with zero negative embeddings for an
   ImageRequest r = Request("a b");
   r.height = 24;
   r.width = 40;
-  Result<sampling::Conditioning> c = sampling::EncodeConditioning(m, r);
+  Result<Conditioning> c = sampling::EncodeConditioning(m, r);
   REQUIRE(c.ok());
-  CHECK(c->context.sizes() == torch::IntArrayRef({2, 12, 32}));
-  CHECK(c->added.text_embeds.sizes() == torch::IntArrayRef({2, 32}));
-  CHECK(torch::equal(c->context[0], torch::zeros_like(c->context[0])));
-  CHECK(torch::equal(c->added.text_embeds[0], torch::zeros({32})));
-  CHECK(c->context[1].abs().sum().item<double>() > 0);
+  CHECK(c->text.sizes() == torch::IntArrayRef({2, 12, 32}));
+  CHECK(c->pooled.sizes() == torch::IntArrayRef({2, 32}));
+  CHECK(torch::equal(c->text[0], torch::zeros_like(c->text[0])));
+  CHECK(torch::equal(c->pooled[0], torch::zeros({32})));
+  CHECK(c->text[1].abs().sum().item<double>() > 0);
   torch::Tensor ids = torch::tensor({24.f, 40.f, 0.f, 0.f, 24.f, 40.f});
-  CHECK(torch::equal(c->added.time_ids[0], ids));
-  CHECK(torch::equal(c->added.time_ids[1], ids));
+  CHECK(torch::equal(c->time_ids[0], ids));
+  CHECK(torch::equal(c->time_ids[1], ids));
   // The context is the two encoders' penultimate states side by side, the pooled part encoder
   // 2's projection.
   torch::Tensor t = Ids(m.encoders[0].tokenizer, "a b");
   text::ClipTextOutput o1 = m.encoders[0].model->forward(t), o2 = m.encoders[1].model->forward(t);
-  CHECK(
-      torch::equal(c->context[1],
-                   torch::cat({o1.penultimate_hidden_state, o2.penultimate_hidden_state}, -1)[0]));
-  CHECK(torch::equal(c->added.text_embeds[1], o2.text_embeds[0]));
+  CHECK(torch::equal(
+      c->text[1], torch::cat({o1.penultimate_hidden_state, o2.penultimate_hidden_state}, -1)[0]));
+  CHECK(torch::equal(c->pooled[1], o2.text_embeds[0]));
   // A negative prompt is encoded; without force_zeros_for_empty_prompt "" is encoded too.
-  Result<sampling::Conditioning> neg = sampling::EncodeConditioning(m, Request("a b", "b"));
+  Result<Conditioning> neg = sampling::EncodeConditioning(m, Request("a b", "b"));
   REQUIRE(neg.ok());
-  CHECK(neg->context[0].abs().sum().item<double>() > 0);
+  CHECK(neg->text[0].abs().sum().item<double>() > 0);
   m.force_zeros_for_empty_prompt = false;
-  Result<sampling::Conditioning> empty = sampling::EncodeConditioning(m, Request("a b"));
+  Result<Conditioning> empty = sampling::EncodeConditioning(m, Request("a b"));
   REQUIRE(empty.ok());
-  CHECK(empty->added.text_embeds[0].abs().sum().item<double>() > 0);
+  CHECK(empty->pooled[0].abs().sum().item<double>() > 0);
   // Guidance 1 runs the conditional rows alone.
   r.guidance_scale = 1;
-  Result<sampling::Conditioning> single = sampling::EncodeConditioning(m, r);
+  Result<Conditioning> single = sampling::EncodeConditioning(m, r);
   REQUIRE(single.ok());
-  CHECK(single->context.size(0) == 1);
-  CHECK(torch::equal(single->context[0], c->context[1]));
+  CHECK(single->text.size(0) == 1);
+  CHECK(torch::equal(single->text[0], c->text[1]));
 }
 
 TEST_CASE("text to image: SD 1.x conditions on the last hidden state and encodes an empty negative",
           "[sampling]") {
   TextToImageModel m = TinyModel(false);
   torch::NoGradGuard no_grad;
-  Result<sampling::Conditioning> c = sampling::EncodeConditioning(m, Request("a b"));
+  Result<Conditioning> c = sampling::EncodeConditioning(m, Request("a b"));
   REQUIRE(c.ok());
-  CHECK_FALSE(c->added.text_embeds.defined());
+  CHECK_FALSE(c->pooled.defined());
   auto last = [&](const std::string& p) {
     return m.encoders[0].model->forward(Ids(m.encoders[0].tokenizer, p)).last_hidden_state[0];
   };
-  CHECK(torch::equal(c->context[0], last("")));
-  CHECK(torch::equal(c->context[1], last("a b")));
+  CHECK(torch::equal(c->text[0], last("")));
+  CHECK(torch::equal(c->text[1], last("a b")));
 }
 
 TEST_CASE("text to image: guidance 1 equals guidance g with uncond = cond", "[sampling]") {
@@ -194,18 +194,19 @@ TEST_CASE("text to image: guidance 1 equals guidance g with uncond = cond", "[sa
 
 TEST_CASE("text to image: leaves the training state as it was and can be stopped", "[sampling]") {
   TextToImageModel m = TinyModel(true);
-  Result<Lora> lora = Lora::Attach(*m.unet, 4, 4, at::detail::createCPUGenerator(1));
+  Result<DenoiserLora> lora =
+      DenoiserLora::Attach(*m.denoiser, 4, 4, at::detail::createCPUGenerator(1));
   REQUIRE(lora.ok());
   {
     torch::NoGradGuard no_grad;
     for (torch::Tensor& p : lora->Parameters()) p.normal_(0, 0.1);
   }
-  m.unet->train();
+  m.denoiser->module().train();
   TensorMap before = lora->PeftTensors();
   for (auto& [k, v] : before) v = v.clone();
   torch::Tensor rng = at::detail::getDefaultCPUGenerator().get_state();
   torch::Tensor with_lora = Render(m, Request("a b"));
-  CHECK(m.unet->is_training());
+  CHECK(m.denoiser->module().is_training());
   CHECK_FALSE(m.vae->is_training() != true);  // modules go back to the mode they had
   CHECK(torch::equal(rng, at::detail::getDefaultCPUGenerator().get_state()));
   for (const auto& [k, v] : lora->PeftTensors()) {
@@ -229,7 +230,7 @@ TEST_CASE("text to image: leaves the training state as it was and can be stopped
   REQUIRE(stopped.ok());
   CHECK_FALSE(stopped->defined());
   CHECK(calls == 3);
-  CHECK(m.unet->is_training());
+  CHECK(m.denoiser->module().is_training());
 }
 
 TEST_CASE("text to image: mismatched modules and sizes are refused with one line", "[sampling]") {
@@ -246,11 +247,11 @@ TEST_CASE("text to image: mismatched modules and sizes are refused with one line
   TextToImageModel two = m;
   two.encoders.push_back(m.encoders[0]);
   CHECK(sampling::CheckTextToImageModel(two).message() ==
-        "text to image: this UNet needs 1 text encoder(s), got 2");
+        "text to image: this denoiser needs 1 text encoder(s), got 2");
   TextToImageModel narrow = m;
   narrow.encoders = {TinyEncoder(16, false, 1)};
   CHECK(sampling::CheckTextToImageModel(narrow).message() ==
-        "text to image: the text encoders give 16 features, the UNet's cross_attention_dim is 32");
+        "text to image: the text encoders give 16 features, the denoiser's context width is 32");
 }
 
 }  // namespace gleaner::train::testing

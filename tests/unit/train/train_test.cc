@@ -11,10 +11,10 @@
 
 #include "agent/protocol/checkpoint_dir.h"
 #include "agent/protocol/trainer_protocol.h"
-#include "agent/train/kinds.h"
-#include "agent/train/lora_sd/dataset.h"
-#include "agent/train/lora_sd/trainer.h"
+#include "agent/train/jobs/kinds.h"
 #include "agent/train/nn/torch_env.h"
+#include "agent/train/training/dataset.h"
+#include "agent/train/training/trainer.h"
 #include "tests/scoped_env.h"
 #include "train_test_util.h"  // Catch2, via the CHECK fix-up
 
@@ -199,7 +199,7 @@ void CheckLossDecreases(bool sdxl) {
   TinyJob job(8, /*prior=*/false, sdxl);
   Result<TensorMap> w = LoadWeights(job.tmp / "weights.safetensors");
   REQUIRE(w.ok());
-  Result<Dataset> data = LoadDataset(job.tmp / "data.safetensors", job.config);
+  Result<Dataset> data = LoadDataset(job.tmp / "data.safetensors", ShapeOf(job.config));
   REQUIRE(data.ok());
   Result<LoraSdParams> p = LoraSdParams::Parse(
       {{"steps", kSteps}, {"batch_size", 4}, {"rank", 8}, {"alpha", 8}, {"learning_rate", 1e-2}});
@@ -284,7 +284,7 @@ TEST_CASE("make-dataset is deterministic and loads", "[lora_sd][cli]") {
   REQUIRE(RunBin({"make-dataset", "--out", tmp / "c", "--n", "6", "--seed", "4", "--prior"}) == 0);
   CHECK(Bytes(tmp / "a") == Bytes(tmp / "b"));
   CHECK(Bytes(tmp / "a") != Bytes(tmp / "c"));
-  Result<Dataset> d = LoadDataset(tmp / "c", TinyConfig());
+  Result<Dataset> d = LoadDataset(tmp / "c", ShapeOf(TinyConfig()));
   REQUIRE(d.ok());
   CHECK(d->size() == 6);
   CHECK(d->has_prior());
@@ -293,7 +293,7 @@ TEST_CASE("make-dataset is deterministic and loads", "[lora_sd][cli]") {
   CHECK(RunBin({"make-dataset", "--n", "3"}) == kExitUsage);
   UNetConfig wide = TinyConfig();
   wide.cross_attention_dim = 768;
-  CHECK_FALSE(LoadDataset(tmp / "a", wide).ok());
+  CHECK_FALSE(LoadDataset(tmp / "a", ShapeOf(wide)).ok());
 }
 
 TEST_CASE("forward CLI reproduces the reference output and gradients", "[lora_sd][cli][fixture]") {

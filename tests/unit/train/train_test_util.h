@@ -12,11 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "agent/train/kinds.h"
-#include "agent/train/lora_sd/dataset.h"
-#include "agent/train/lora_sd/unet.h"
-#include "agent/train/lora_sd/unet_config.h"
+#include "agent/train/denoiser/denoiser_lora.h"
+#include "agent/train/jobs/kinds.h"
+#include "agent/train/models/unet/unet.h"
+#include "agent/train/models/unet/unet_config.h"
 #include "agent/train/nn/torch_io.h"
+#include "agent/train/training/dataset.h"
 #include "shared/json.h"
 
 // glog (pulled in by libtorch) defines CHECK(cond) too. Catch's must win: lora-sd test files get
@@ -29,7 +30,8 @@
 namespace gleaner::train::testing {
 
 using namespace gleaner::train;
-using namespace gleaner::train::lora_sd;
+using namespace gleaner::train::unet;
+using namespace gleaner::train::training;
 
 // A reference fixture directory (default: the SD one), or "" (the test then skips).
 inline std::string FixtureDir(const std::string& name = "unet-ref-a") {

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "agent/train/images/decode.h"
-#include "agent/train/vae/image_latents.h"
+#include "agent/train/models/vae/image_latents.h"
 #include "ref_test_util.h"  // Catch2, via the CHECK fix-up
 
 using namespace gleaner;

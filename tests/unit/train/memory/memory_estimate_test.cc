@@ -1,7 +1,7 @@
-// The trainer's memory estimate (lora_sd/memory_estimate.h): parameter counts equal the built
+// The trainer's memory estimate (training/memory_estimate.h): parameter counts equal the built
 // modules' and diffusers' published counts; a job over the node's budget is refused with one
 // line naming the setting to lower, and gleaner-train refuses it before allocating.
-#include "agent/train/lora_sd/memory_estimate.h"
+#include "agent/train/training/memory_estimate.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -15,15 +15,16 @@
 
 #include "agent/protocol/memory_budget.h"
 #include "agent/protocol/trainer_protocol.h"
-#include "agent/train/lora_sd/dataset.h"
-#include "agent/train/lora_sd/lora.h"
-#include "agent/train/lora_sd/unet.h"
-#include "agent/train/text/clip_text_model.h"
-#include "agent/train/vae/autoencoder_kl.h"
+#include "agent/train/denoiser/denoiser_lora.h"
+#include "agent/train/models/text/clip_text_model.h"
+#include "agent/train/models/unet/unet.h"
+#include "agent/train/models/vae/autoencoder_kl.h"
+#include "agent/train/training/dataset.h"
 
 using namespace gleaner;
 using namespace gleaner::train;
-using namespace gleaner::train::lora_sd;
+using namespace gleaner::train::unet;
+using namespace gleaner::train::training;
 
 namespace {
 
@@ -56,7 +57,7 @@ TEST_CASE("memory estimate: parameter counts equal the built modules'", "[memory
   for (const UNetConfig& c : {TinyConfig(), TinySdxlConfig()}) {
     UNet unet(c);
     CHECK(UNetParameterCount(c) == Numel(unet.parameters()));
-    Result<Lora> lora = Lora::Attach(unet, 4, 4, at::detail::createCPUGenerator(1));
+    Result<DenoiserLora> lora = DenoiserLora::Attach(unet, 4, 4, at::detail::createCPUGenerator(1));
     REQUIRE(lora.ok());
     CHECK(UNetLoraParameterCount(c, 4) == Numel(lora->Parameters()));
   }

@@ -1,0 +1,219 @@
+#include "agent/train/jobs/lora/job_inputs.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "agent/protocol/memory_budget.h"
+#include "agent/protocol/trainer_protocol.h"
+#include "agent/train/nn/attention.h"
+#include "agent/train/training/memory_estimate.h"
+
+namespace gleaner::train::lora {
+namespace {
+
+using namespace training;
+using unet::ParseUNetConfig;
+using unet::UNetConfig;
+
+Result<std::string> InputPath(const Json& spec, const char* name) {
+  auto in = spec.find("inputs");
+  if (in == spec.end() || !in->is_object()) return Status::Invalid("spec.inputs is required");
+  auto it = in->find(name);
+  if (it == in->end() || !it->is_string() || it->get<std::string>().empty()) {
+    return Status::Invalid(std::string("spec.inputs.") + name + " must be a local path");
+  }
+  return it->get<std::string>();
+}
+
+Result<UNetConfig> SpecConfig(const Json& spec) {
+  auto model = spec.find("model");
+  if (model != spec.end() && model->is_object() && model->contains("config")) {
+    return ParseUNetConfig((*model)["config"]);
+  }
+  Result<std::string> path = InputPath(spec, "config");
+  if (!path.ok()) return Status::Invalid("spec.model.config (the UNet config) is required");
+  Result<std::string> text = ReadFile(*path);
+  if (!text.ok()) return text.status();
+  Result<Json> j = ParseJson(*text);
+  if (!j.ok()) return Status::Invalid(*path + ": " + j.status().message());
+  return ParseUNetConfig(*j);
+}
+
+// The memory check (memory_estimate.h): the estimate goes to stderr for the node's log; a job
+// over the budget fails here, before anything large is read or built.
+Status CheckJobMemory(MemoryJob job, const LoraSdParams& p) {
+  job.cuda = torch::cuda::is_available();
+  // Only CUDA's fused kernels skip the B·heads·L² scores (attention.h).
+  job.fused_attention = job.cuda && std::string(AutoAttentionKernelName()) == "fused";
+  const MemoryEstimate e = EstimateMemory(job, p);
+  const MemoryBudget budget = ReadMemoryBudget();
+  constexpr double kMiB = 1024.0 * 1024.0;
+  std::fprintf(stderr,
+               "lora-sd: memory estimate %.0f MiB%s (weights %.0f, lora %.0f, activations %.0f, "
+               "encoders %.0f, sampling %.0f), host %.0f MiB; budget RAM %.0f MiB, VRAM %.0f "
+               "MiB\n",
+               e.device_peak / kMiB, job.cuda ? " on the GPU" : "", e.unet_weights / kMiB,
+               e.lora / kMiB, e.activations / kMiB, e.encoders / kMiB, e.sampling / kMiB,
+               e.host_peak / kMiB, double(budget.host_bytes) / kMiB,
+               double(budget.device_bytes) / kMiB);
+  return CheckMemory(e, job, p, budget.host_bytes, budget.device_bytes);
+}
+
+// The check for a latent dataset, with its real latent and caption sizes.
+Status CheckLatentJob(const UNetConfig& config, const Dataset& data, const LoraSdParams& p,
+                      const models::DiffusersModel* model) {
+  MemoryJob job;
+  job.unet = config;
+  if (data.instance.latents.defined() && data.instance.latents.dim() == 4) {
+    job.latent_height = data.instance.latents.size(2);
+    job.latent_width = data.instance.latents.size(3);
+  }
+  if (data.instance.text.defined() && data.instance.text.dim() == 3) {
+    job.text_tokens = data.instance.text.size(1);
+  }
+  job.prior = data.has_prior();
+  if (model != nullptr && !p.samples.empty()) {  // samples load the VAE and the text encoders
+    job.has_vae = true;
+    job.vae = model->vae_config;
+    for (const models::TextEncoderPart& part : model->text) job.text.push_back(part.config);
+  }
+  return CheckJobMemory(job, p);
+}
+
+bool IsDiffusers(const Json& spec) {
+  auto model = spec.find("model");
+  return model != spec.end() && model->is_object() &&
+         model->value("format", "") == kModelFormatDiffusers;
+}
+
+// A UNet weights file with its config, and a latent dataset: the format jobs had first.
+Result<JobInputs> LoadWeightsFileJob(const Json& spec, const LoraSdParams& p,
+                                     const std::string& model_path, const std::string& data_path) {
+  JobInputs in;
+  Result<UNetConfig> cfg = SpecConfig(spec);
+  if (!cfg.ok()) return cfg.status();
+  in.config = *cfg;
+  // The dataset first: it is small, and a mismatch with the config fails before the weights load.
+  Result<Dataset> data = LoadDataset(data_path, unet::ShapeOf(*cfg));
+  if (!data.ok()) return data.status();
+  in.data = std::move(*data);
+  GLEANER_RETURN_IF_ERROR(CheckLatentJob(*cfg, in.data, p, nullptr));
+  Result<TensorMap> weights = LoadWeights(model_path);
+  if (!weights.ok()) return weights.status();
+  in.unet_weights = std::move(*weights);
+  return in;
+}
+
+// Diffusers' rule: the class images the dataset lacks (none when it has enough).
+Result<ClassImages> GenerateMissingClassImages(const models::DiffusersModel& model,
+                                               const TensorMap& unet_weights, const LoraSdParams& p,
+                                               const ImageEncoding& encoding,
+                                               const std::string& data_path,
+                                               const std::string& cache_dir,
+                                               const std::function<bool()>& stop) {
+  Result<int64_t> supplied = CountClassImages(data_path, encoding);
+  if (!supplied.ok()) return supplied.status();
+  ClassImageRequest request;
+  request.prompt = p.class_prompt;
+  request.seed = uint64_t(p.seed);
+  request.height = encoding.height;
+  request.width = encoding.width;
+  request.count = std::max<int64_t>(0, p.num_class_images - *supplied);
+  request.mixed_precision = p.mixed_precision;
+  if (request.count == 0) return ClassImages();
+  return GenerateClassImages(model, unet_weights, request, cache_dir, stop);
+}
+
+}  // namespace
+
+std::string EncodedDatasetPath(const std::string& cache_dir) {
+  return cache_dir + "/encoded-dataset.safetensors";
+}
+
+Result<JobInputs> LoadJobInputs(const Json& spec, const LoraSdParams& p,
+                                const std::string& cache_dir, const std::function<bool()>& stop) {
+  Result<std::string> model_path = InputPath(spec, "model");
+  if (!model_path.ok()) return model_path.status();
+  Result<std::string> data_path = InputPath(spec, "dataset");
+  if (!data_path.ok()) return data_path.status();
+  const bool images = IsImageArchive(*data_path);
+  if (!IsDiffusers(spec)) {
+    if (images || p.train_text_encoder || p.num_class_images > 0) {
+      const char* what = images                 ? "an image dataset"
+                         : p.train_text_encoder ? "train_text_encoder"
+                                                : "num_class_images";
+      return Status::Invalid(std::string(what) +
+                             " needs a base model in diffusers layout (model.format \"" +
+                             kModelFormatDiffusers + "\")");
+    }
+    return LoadWeightsFileJob(spec, p, *model_path, *data_path);
+  }
+  if (!images && (p.train_text_encoder || p.num_class_images > 0)) {
+    return Status::Invalid(
+        std::string(p.train_text_encoder ? "train_text_encoder" : "num_class_images") +
+        " needs an image dataset (photos and captions)");
+  }
+  models::DiffusersLoadOptions options;
+  // What encoding the photos or rendering samples (training/training_samples.h) needs.
+  options.vae = options.text_encoders = images || !p.samples.empty();
+  // The memory check once the configs are read, before any weights or module (a latent dataset
+  // is checked again below with its own sizes).
+  options.before_large_files = [&](const models::DiffusersModel& m) -> Status {
+    MemoryJob job;
+    job.unet = m.unet_config;
+    job.has_vae = options.vae;
+    job.vae = m.vae_config;
+    if (options.text_encoders) {
+      for (const models::TextEncoderPart& part : m.text) job.text.push_back(part.config);
+    }
+    job.latent_height = m.unet_config.sample_size.front();
+    job.latent_width = m.unet_config.sample_size.back();
+    if (!m.text.empty()) job.text_tokens = m.text.front().config.max_position_embeddings;
+    job.prior = p.num_class_images > 0;
+    job.encode_images = images;
+    return CheckJobMemory(job, p);
+  };
+  Result<models::DiffusersModel> model = models::LoadDiffusersModel(*model_path, options);
+  if (!model.ok()) return model.status();
+  JobInputs in;
+  in.config = model->denoiser_config();
+  in.unet_weights = std::move(model->unet_weights);
+  model->unet_weights.clear();
+  if (!images) {
+    Result<Dataset> data = LoadDataset(*data_path, model->denoiser_shape());
+    if (!data.ok()) return data.status();
+    in.data = std::move(*data);
+    GLEANER_RETURN_IF_ERROR(CheckLatentJob(model->unet_config, in.data, p, &*model));
+  } else {
+    ImageEncoding encoding = ImageEncodingFor(*model, p);
+    if (p.num_class_images > 0) {
+      Result<ClassImages> generated = GenerateMissingClassImages(
+          *model, in.unet_weights, p, encoding, *data_path, cache_dir, stop);
+      if (!generated.ok()) return generated.status();
+      if (generated->stopped) {
+        JobInputs stopped;
+        stopped.class_images.stopped = true;
+        return stopped;
+      }
+      encoding.generated_class_images = generated->paths;
+      in.class_images = std::move(*generated);
+    }
+    Result<Dataset> data =
+        EncodeImageDataset(*model, *data_path, encoding, EncodedDatasetPath(cache_dir));
+    if (!data.ok()) return data.status();
+    in.data = std::move(*data);
+    if (p.train_text_encoder) {
+      Result<CaptionIds> ids = TokenizeCaptions(*model, *data_path, encoding);
+      if (!ids.ok()) return ids.status();
+      for (const models::TextEncoderPart& part : model->text) {
+        in.text.encoders.push_back(part.model);
+      }
+      in.text.instance_ids = std::move(ids->instance);
+      in.text.prior_ids = std::move(ids->prior);
+    }
+  }
+  in.model = std::move(*model);
+  return in;
+}
+
+}  // namespace gleaner::train::lora
