@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "shared/json.h"
+#include "shared/model_manifest.h"  // kModelFormatDiffusers: SPEC.json model.format
 #include "shared/status.h"
 
 namespace gleaner {
@@ -58,9 +59,6 @@ constexpr int kExitDone = 0;         // finished; DIR/output holds the result wi
 constexpr int kExitFailed = 2;       // the job cannot succeed (bad input, NaN loss, fail_at_step)
 constexpr int kExitInterrupted = 3;  // stopped on a signal after writing a checkpoint
 constexpr int kExitUsage = 64;       // bad command line (a bug in the agent, not the job)
-
-// SPEC.json model.format of a base model given as a diffusers folder.
-constexpr const char* kModelFormatDiffusers = "diffusers";
 
 constexpr const char* kManifestName = "MANIFEST.json";
 constexpr const char* kManifestFormat = "gleaner-checkpoint";
