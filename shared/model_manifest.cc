@@ -6,6 +6,11 @@
 #include "shared/sha256.h"
 
 namespace gleaner {
+
+bool IsKnownModelFormat(std::string_view format) {
+  return format == kModelFormatDiffusers || format == kModelFormatUnetSafetensors;
+}
+
 namespace {
 
 bool EndsWith(std::string_view s, std::string_view tail) {

@@ -31,6 +31,15 @@
 
 namespace gleaner {
 
+// The forms a job's base model comes in, by the name the claim's inputs.model.format and the
+// trainer's SPEC.json model.format give them (the coordinator knows which a job has: a model
+// with "files" is a diffusers folder, one with a uri is a single UNet weights file whose config
+// is model.config).
+constexpr const char* kModelFormatDiffusers = "diffusers";
+constexpr const char* kModelFormatUnetSafetensors = "unet-safetensors";
+// True for the two names above.
+bool IsKnownModelFormat(std::string_view format);
+
 constexpr const char* kModelManifestFormat = "gleaner-model";
 constexpr int kModelManifestVersion = 1;
 constexpr size_t kMaxModelFiles = 256;

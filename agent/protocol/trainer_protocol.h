@@ -12,12 +12,14 @@
 //   CACHE_DIR: outlives DIR (the agent keeps it across the job's leases on this node); a kind
 //     may keep there what is costly to recompute, written durably and validated before reuse.
 //     Without it, such files go in DIR. Kinds that have nothing to keep ignore it.
-//   SPEC.json: {"job_id", "kind", "params": {...}, "inputs": {"<name>": "<local path>"},
-//               "steps": N, "model": {...}}
+//   SPEC.json: the job, as TrainerSpec (trainer_spec.h) writes and parses it:
+//              {"job_id", "kind", "params": {...}, "inputs": {"<name>": "<local path>"},
+//               "steps": N, "epoch", "model": {"config", "format"}, "resume", "stop_at_step"}
 //     inputs.dataset: the dataset file as uploaded (a latent safetensors file, or an image
 //       archive: zip or tar).
-//     inputs.model: a file (the UNet weights; model.config holds its config), or, when
-//       model.format is "diffusers" (kModelFormatDiffusers), a directory in diffusers layout
+//     inputs.model: a file (the UNet weights; model.config holds its config; model.format
+//       "unet-safetensors"), or, when model.format is "diffusers" (kModelFormatDiffusers,
+//       shared/model_manifest.h), a directory in diffusers layout
 //       (model_index.json, unet/, vae/, text_encoder/, tokenizer/, for SDXL text_encoder_2/ and
 //       tokenizer_2/; shared/model_manifest.h) whose files are hard links into (or copies of)
 //       the agent's verified cache: read them, never write them. model.config is then optional
@@ -50,6 +52,7 @@
 #include <vector>
 
 #include "shared/json.h"
+#include "shared/model_manifest.h"  // kModelFormatDiffusers: SPEC.json model.format
 #include "shared/status.h"
 
 namespace gleaner {
@@ -58,9 +61,6 @@ constexpr int kExitDone = 0;         // finished; DIR/output holds the result wi
 constexpr int kExitFailed = 2;       // the job cannot succeed (bad input, NaN loss, fail_at_step)
 constexpr int kExitInterrupted = 3;  // stopped on a signal after writing a checkpoint
 constexpr int kExitUsage = 64;       // bad command line (a bug in the agent, not the job)
-
-// SPEC.json model.format of a base model given as a diffusers folder.
-constexpr const char* kModelFormatDiffusers = "diffusers";
 
 constexpr const char* kManifestName = "MANIFEST.json";
 constexpr const char* kManifestFormat = "gleaner-checkpoint";

@@ -165,11 +165,24 @@ Result<Downloads> ParseDownloads(const Json& j) {
       RemoteObject o;
       Status st;
       auto files = it->find("files");
+      // The model says its form; a coordinator that predates the field implies it by shape.
+      std::string format;
+      if (it.key() == "model") {
+        FieldReader fr(*it, "model.");
+        fr.String("format", &format, false, 64);
+        if (!fr.ok()) return fr.status();
+        if (format.empty()) {
+          format = files != it->end() ? kModelFormatDiffusers : kModelFormatUnetSafetensors;
+        }
+      }
       if (files != it->end()) {
+        const size_t first = d.inputs.size();
         if (!ReadFolder(*files, it.key(), &d.inputs, &st)) return st;
+        for (size_t i = first; i < d.inputs.size(); ++i) d.inputs[i].format = format;
         continue;
       }
       if (!ReadObject(*it, it.key(), &o, &st)) return st;
+      o.format = format;
       d.inputs.push_back(o);
     }
   }

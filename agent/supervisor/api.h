@@ -33,6 +33,11 @@ struct RemoteObject {
   // the coordinator's own URLs: fetched behind the address guard (HttpCall::public_only), and
   // what goes wrong is never told to the developer (docs/agent.md "What the agent fetches").
   bool remote = false;
+  // The model input's form (claim inputs.model.format; shared/model_manifest.h kModelFormat*),
+  // as the coordinator sent it (possibly a name this agent does not know: the job runner fails
+  // such a lease, lease_prepare.h); from a coordinator that does not send it, kModelFormatDiffusers
+  // for a folder and kModelFormatUnetSafetensors for one file. Empty for every other input.
+  std::string format = std::string();
 };
 
 // Where to download a job's inputs and resume checkpoint (claim, or POST .../downloads).

@@ -16,10 +16,16 @@
 // What happens to the lease and the trainer, and the verdict at the end, is decided in one place:
 // the pure state machine of job_state.h. The runner's threads only report what they see
 // (heartbeat replies, time passing, the trainer's exit) and carry out its one action, which is
-// also the only place the trainer is signalled.
+// also the only place the trainer is signalled (LeaseRun::Apply).
 //
-// Threads: Run() blocks the caller; it starts a heartbeat thread and an uploader thread and the
-// child's reader threads, and joins them all before returning.
+// Where it lives: job_runner.cc is the mainline of one lease (prepare → start the trainer →
+// follow it → deliver or hand back); lease_run.h holds what the lease's threads share (the
+// state machine, the heartbeat loop, the trainer's progress lines); lease_prepare.h the work
+// dir's inputs, the resume checkpoint and SPEC.json (TrainerSpec); lease_delivery.h complete
+// and the replay's commit; lease_recovery.h release, fail, lost, drop and RecoverPendingJob.
+//
+// Threads: RunJob() blocks the caller; it starts a heartbeat thread and an uploader thread and
+// the child's reader threads, and joins them all before returning.
 #pragma once
 
 #include <chrono>

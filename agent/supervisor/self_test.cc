@@ -8,9 +8,10 @@
 #include <vector>
 
 #include "agent/protocol/checkpoint_dir.h"
+#include "agent/protocol/synthetic_chain.h"
+#include "agent/protocol/trainer_spec.h"
 #include "agent/supervisor/child_process.h"
 #include "agent/supervisor/log.h"
-#include "agent/train/jobs/synthetic/synthetic.h"
 #include "shared/json.h"
 #include "shared/native/files.h"
 
@@ -54,23 +55,26 @@ Status RunTrainer(const std::vector<std::string>& argv) {
 Status TinyJob(const AgentConfig& config, const std::string& dir) {
   Status s = files::MakeDirs(dir, 0700);
   if (!s.ok()) return s;
-  Json spec = {{"job_id", "self-test"},
-               {"kind", "synthetic"},
-               {"params", {{"steps", kSteps}, {"checkpoint_every", 2}}},
-               {"inputs", Json::object()},
-               {"steps", kSteps},
-               {"epoch", 1}};
-  std::string spec_path = files::Join(dir, "SPEC.json");
-  s = files::WriteDurable(spec_path, DumpJson(spec));
+  // Specs and command lines as the job runner makes them (TrainerSpec: --cache-dir included; a
+  // replay's --stop-at-step), so a trainer too old for this agent fails here rather than every
+  // job.
+  TrainerSpec spec;
+  spec.job_id = "self-test";
+  spec.kind = "synthetic";
+  spec.params = {{"steps", kSteps}, {"checkpoint_every", 2}};
+  spec.steps = kSteps;
+  spec.epoch = 1;
+  TrainerSpec replay_spec = spec;
+  replay_spec.stop_at_step = 2;
+  const std::string spec_path = files::Join(dir, "SPEC.json");
+  const std::string replay_path = files::Join(dir, "SPEC.replay.json");
+  s = files::WriteDurable(spec_path, DumpJson(spec.ToJson()));
+  if (s.ok()) s = files::WriteDurable(replay_path, DumpJson(replay_spec.ToJson()));
   if (!s.ok()) return s;
-  // The command lines the job runner uses (--cache-dir included; a replay's --stop-at-step), so
-  // a trainer too old for this agent fails here rather than every job.
-  s = RunTrainer({config.trainer, "run", "--spec", spec_path, "--work-dir", dir, "--cache-dir",
-                  dir + "/cache"});
+  s = RunTrainer(spec.CommandLine(config.trainer, spec_path, dir, dir + "/cache"));
   if (!s.ok()) return s;
   const std::string replay = files::Join(dir, "replay");
-  s = RunTrainer({config.trainer, "run", "--spec", spec_path, "--work-dir", replay, "--cache-dir",
-                  dir + "/cache", "--stop-at-step", "2"});
+  s = RunTrainer(replay_spec.CommandLine(config.trainer, replay_path, replay, dir + "/cache"));
   if (!s.ok()) return Status(s.code(), "replay: " + s.message());
   Result<CheckpointManifest> full = train::VerifyCheckpointDir(train::CheckpointDirFor(dir, 2));
   Result<CheckpointManifest> again = train::VerifyCheckpointDir(train::CheckpointDirFor(replay, 2));
@@ -81,7 +85,7 @@ Status TinyJob(const AgentConfig& config, const std::string& dir) {
   Result<CheckpointManifest> m = train::VerifyCheckpointDir(out);
   if (!m.ok()) return Status::Internal("trainer output: " + m.status().message());
   Result<std::string> chain = files::ReadAll(files::Join(out, "chain.txt"), 1024);
-  if (!chain.ok() || chain.value() != train::SyntheticChainHex(0, kSteps) + "\n") {
+  if (!chain.ok() || chain.value() != SyntheticChainHex(0, kSteps) + "\n") {
     return Status::Internal("the trainer's result is wrong");
   }
   // The output is the export of the last step's checkpoint, which records it (the coordinator

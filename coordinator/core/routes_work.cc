@@ -31,6 +31,7 @@
 #include "coordinator/core/ids.h"
 #include "coordinator/core/lease.h"
 #include "coordinator/core/routes.h"
+#include "shared/model_manifest.h"
 
 namespace gleaner::core {
 namespace {
@@ -69,13 +70,18 @@ Json ModelFileDownloads(const CoreConfig& config, int64_t now, const Json& files
 
 // Sets body["inputs"] (one freshly minted GET URL per input in the spec) and, when the job has
 // a committed checkpoint, body["resume"]. `job` has the ckpt_* columns, `sizes` InputSizesSql.
+// The model input says its form ("format", shared/model_manifest.h): a folder of files is a
+// diffusers model, one file the UNet weights (its config is job.model.config), so the node
+// never guesses it.
 void AddDownloads(const CoreConfig& config, int64_t now, const Json& spec, const Rows& job,
                   const Rows& sizes, Json* body) {
   Json inputs = Json::object();
   for (const char* field : {"model", "dataset"}) {
     if (!spec.contains(field)) continue;
+    const bool model = std::string(field) == "model";
     if (spec[field].contains("files")) {
       inputs[field] = {{"files", ModelFileDownloads(config, now, spec[field]["files"])}};
+      if (model) inputs[field]["format"] = kModelFormatDiffusers;
       continue;
     }
     std::string key = spec[field].value("key", "");
@@ -88,6 +94,7 @@ void AddDownloads(const CoreConfig& config, int64_t now, const Json& spec, const
                      {"sha256", spec[field].value("sha256", "")},
                      {"size", size},
                      {"expires_at", FormatTime(get.expires_at_ms)}};
+    if (model) inputs[field]["format"] = kModelFormatUnetSafetensors;
   }
   (*body)["inputs"] = std::move(inputs);
   if (!job.Get(0, "ckpt_step").is_null()) {

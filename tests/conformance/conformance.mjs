@@ -891,6 +891,34 @@ test("model config: a value beyond the trainer's limits is a 400 naming the fiel
   }
 });
 
+test("claim: the model input says its format (one UNet weights file), the dataset none", async () => {
+  const dev = developer();
+  try {
+    const t = await dev.token();
+    const up = async (name) => {
+      const bytes = Buffer.from(`bytes of ${name} ${uid()}`);
+      const u = expectOk(await call("POST", "/v1/uploads", { token: t, body: { name, size: bytes.length, sha256: sha256(bytes) } }), 201);
+      await putBlob(u.url, bytes);
+      return { uri: u.uri, sha256: sha256(bytes) };
+    };
+    const model = await up("unet.safetensors");
+    const dataset = await up("data.safetensors");
+    const config = { block_out_channels: [32, 64], cross_attention_dim: 32 };
+    const job = expectOk(await dev.submit({ kind: "lora-sd", params: { steps: 5 }, priority: 1000, model: { ...model, config }, dataset }), 201);
+    const node = await newNode();
+    const c = expectOk(await claim(node));
+    assert.equal(c.job.id, job.id);
+    assert.equal(c.inputs.model.format, "unet-safetensors");
+    assert.equal(c.inputs.model.sha256, model.sha256);
+    assert.equal(c.inputs.dataset.format, undefined);
+    // The fresh-URL route says it again.
+    const again = expectOk(await call("POST", `/v1/jobs/${job.id}/downloads`, { token: node.token, body: { epoch: c.lease.epoch } }));
+    assert.equal(again.inputs.model.format, "unet-safetensors");
+  } finally {
+    await dev.cleanup();
+  }
+});
+
 test("cancel: the next heartbeat answers cancel, later writes are 409", async () => {
   const dev = developer();
   try {
@@ -985,6 +1013,7 @@ test("model folders: checked at submission in one statement, one download URL pe
     const c = expectOk(await claim(node));
     assert.equal(c.job.id, job.id);
     const got = c.inputs.model.files;
+    assert.equal(c.inputs.model.format, "diffusers");
     assert.deepEqual(got.map((f) => f.path), paths);
     for (let i = 0; i < paths.length; ++i) {
       assert.equal(got[i].sha256, files[i].sha256);

@@ -54,6 +54,40 @@ TEST_CASE("a work response parses into an assignment", "[api]") {
   }
 }
 
+TEST_CASE("the claim's model format is kept as sent, or implied by an older coordinator", "[api]") {
+  const std::string sha(64, 'a');
+  auto claim = [&](const std::string& model) {
+    return ParseAssignment(*ParseJson(
+        R"({"job":{"id":"j_1","kind":"lora-sd","params":{"steps":5},"steps":5},
+        "lease":{"epoch":1},"inputs":{"model":)" +
+        model + R"(,"dataset":{"url":"u","sha256":")" + sha + R"(","size":1}}})"));
+  };
+  const std::string file = R"({"url":"u","sha256":")" + sha + R"(","size":3)";
+  const std::string folder = R"({"files":[{"path":"unet/config.json","url":"u","sha256":")" + sha +
+                             R"(","size":2},{"path":"vae/config.json","url":"v","sha256":")" + sha +
+                             R"(","size":2}])";
+  struct Case {
+    std::string model, format;
+  } cases[] = {
+      {file + R"(,"format":"unet-safetensors"})", "unet-safetensors"},
+      {folder + R"(,"format":"diffusers"})", "diffusers"},
+      {file + "}", "unet-safetensors"},  // an older coordinator: one file is the UNet weights
+      {folder + "}", "diffusers"},       // and a folder a diffusers model
+      {file + R"(,"format":"flux-single-file"})", "flux-single-file"},  // kept: the runner decides
+  };
+  for (const Case& c : cases) {
+    INFO(c.model);
+    auto a = claim(c.model);
+    REQUIRE(a.ok());
+    for (const RemoteObject& in : a->inputs) {
+      CHECK(in.format == (in.name == "model" ? c.format : ""));
+    }
+  }
+  auto bad = claim(file + R"(,"format":7})");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message() == "model.format must be a string");
+}
+
 TEST_CASE("work: 204 honours Retry-After, transport errors are retryable", "[api]") {
   int calls = 0;
   FakeHttp http([&](const net::HttpCall& call) -> Result<net::HttpResponse> {

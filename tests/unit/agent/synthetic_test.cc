@@ -12,6 +12,7 @@
 
 #include "agent/protocol/checkpoint_dir.h"
 #include "agent/protocol/sample_set.h"
+#include "agent/protocol/synthetic_chain.h"
 #include "agent/protocol/trainer_protocol.h"
 #include "agent/supervisor/archive.h"
 #include "agent/supervisor/child_process.h"
@@ -93,6 +94,10 @@ TEST_CASE("synthetic chain matches an independent computation", "[synthetic]") {
   CHECK(train::SyntheticChainHex(7, 20) ==
         "9e1fd5f5e11aa23a9b1204ebb450528037b48be6097668d61d460095410feebc");
   CHECK(train::SyntheticChainHex(0, 0) == Sha256Hex("0"));
+  // The agent's self-test checks against the protocol's copy (agent/protocol/synthetic_chain.h).
+  for (int64_t steps : {0, 1, 3, 20}) {
+    CHECK(gleaner::SyntheticChainHex(-5, steps) == train::SyntheticChainHex(-5, steps));
+  }
 }
 
 TEST_CASE("an uninterrupted run writes chain.txt and its output manifest", "[synthetic]") {

@@ -205,6 +205,10 @@ TEST_CASE("jobs: lora-sd needs uploads of the same developer with matching sha25
   CHECK(w.json["job"]["model"]["config"] == UnetConfig());
   CHECK(w.json["inputs"]["model"]["sha256"] == model_sha);
   CHECK(w.json["inputs"]["model"]["size"] == 7);
+  // The model says its form: one file is the UNet weights (the node never guesses it); the
+  // dataset has no format.
+  CHECK(w.json["inputs"]["model"]["format"] == "unet-safetensors");
+  CHECK_FALSE(w.json["inputs"]["dataset"].contains("format"));
   CHECK(w.json["inputs"]["dataset"]["size"] == 7);
   std::string url = w.json["inputs"]["dataset"]["url"];
   CHECK(url.find("/blobs/" + data_uri.substr(7) + "?m=GET") != std::string::npos);

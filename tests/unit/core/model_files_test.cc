@@ -81,6 +81,9 @@ TEST_CASE("model files: a diffusers folder job is accepted and claimed with one 
   CHECK(got[kSd15.size()].value("remote", false));
   CHECK(!got[0].contains("remote"));
   CHECK(claim.json["inputs"]["dataset"].contains("url"));
+  // The model says its form: a folder of files is a diffusers model.
+  CHECK(claim.json["inputs"]["model"]["format"] == "diffusers");
+  CHECK_FALSE(claim.json["inputs"]["dataset"].contains("format"));
   // The fresh-URL route mints the same files again.
   Resp again = env.Post("/v1/jobs/" + job.json["id"].get<std::string>() + "/downloads", node.token,
                         {{"epoch", claim.json["lease"]["epoch"]}});
