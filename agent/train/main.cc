@@ -32,7 +32,7 @@ int RunMain(int argc, char** argv) {
     return gleaner::kExitUsage;
   }
   InstallStopHandlers();
-  std::string kind = SpecKind(*args);
+  const std::string& kind = args->spec.kind;
   if (kind == "synthetic") return RunSynthetic(*args);
 #ifdef GLEANER_WITH_TORCH
   if (kind == "lora-sd") return RunLoraSd(*args);

@@ -10,7 +10,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
 LAYERS=(common images nn models/text models/vae denoiser models/unet models/loader sampling training
-  jobs jobs/synthetic jobs/lora commands)
+  jobs/synthetic jobs/lora jobs commands)
 bad=0
 rank_of() { # a folder under agent/train -> its rank in LAYERS, or -1
   local d=$1 i

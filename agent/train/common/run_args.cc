@@ -41,42 +41,39 @@ Result<RunArgs> ParseRunArgs(int argc, char** argv) {
       return Status::Invalid("--stop-at-step must be a step number >= 1");
     }
   }
-  Result<std::string> text = files::ReadAll(args.spec_path, 16 << 20);
+  Result<std::string> text = files::ReadAll(args.spec_path, kMaxSpecBytes);
   if (!text.ok()) return Status::Invalid("cannot read spec: " + text.status().message());
-  Result<Json> spec = ParseJson(*text);
-  if (!spec.ok()) return Status::Invalid("spec " + args.spec_path + ": " + spec.status().message());
-  FieldReader r(*spec, "spec.");
-  std::string kind;
-  r.String("kind", &kind, true, 64);
-  const Json* unused = nullptr;
-  r.Object("params", &unused, false);
-  r.Object("inputs", &unused, false);
-  if (!r.ok()) return Status::Invalid(r.status().message());
+  Result<TrainerSpec> spec = TrainerSpec::Parse(*text);
+  if (!spec.ok()) return Status::Invalid(args.spec_path + ": " + spec.status().message());
   args.spec = std::move(*spec);
+  // The flags and the spec say the same (either alone is enough).
+  if (!args.spec.resume_dir.empty()) {
+    if (!args.resume_dir.empty() && args.resume_dir != args.spec.resume_dir) {
+      return Status::Invalid("--resume " + args.resume_dir + " differs from spec.resume.dir " +
+                             args.spec.resume_dir);
+    }
+    args.resume_dir = args.spec.resume_dir;
+  }
+  if (args.spec.stop_at_step > 0) {
+    if (args.stop_at_step > 0 && args.stop_at_step != args.spec.stop_at_step) {
+      return Status::Invalid("--stop-at-step " + std::to_string(args.stop_at_step) +
+                             " differs from spec.stop_at_step " +
+                             std::to_string(args.spec.stop_at_step));
+    }
+    args.stop_at_step = args.spec.stop_at_step;
+  }
   return args;
 }
 
-std::string SpecKind(const RunArgs& args) {
-  auto it = args.spec.find("kind");
-  return it != args.spec.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
-std::string SpecJobId(const RunArgs& args) {
-  auto it = args.spec.find("job_id");
-  return it != args.spec.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
-const Json& SpecParams(const RunArgs& args) {
-  static const Json kEmpty = Json::object();
-  auto it = args.spec.find("params");
-  return it != args.spec.end() && it->is_object() ? *it : kEmpty;
+Json KindParams(const RunArgs& args) {
+  Json params = args.spec.params.is_object() ? args.spec.params : Json::object();
+  params["steps"] = args.spec.steps;
+  return params;
 }
 
 std::string SpecInput(const RunArgs& args, const std::string& name) {
-  auto it = args.spec.find("inputs");
-  if (it == args.spec.end() || !it->is_object()) return "";
-  auto in = it->find(name);
-  return in != it->end() && in->is_string() ? in->get<std::string>() : "";
+  const TrainerInput* in = args.spec.Input(name);
+  return in != nullptr ? in->path : "";
 }
 
 }  // namespace gleaner::train

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "agent/protocol/trainer_spec.h"
 #include "shared/json.h"
 #include "shared/status.h"
 
@@ -24,19 +25,19 @@ struct RunArgs {
   // output and no samples: the replay of a verification. The checkpoint is byte-identical to
   // the one an uninterrupted run writes at N (or a run stopped by SIGTERM right after step N).
   int64_t stop_at_step = 0;
-  Json spec;  // parsed SPEC.json
+  TrainerSpec spec;  // SPEC.json (agent/protocol/trainer_spec.h)
 };
 
-// argv: the words after "run". InvalidArgument for unknown/missing flags or a spec that is not
-// a JSON object with a string "kind"; the message is one readable line.
+// argv: the words after "run". InvalidArgument for unknown/missing flags or a SPEC.json that
+// TrainerSpec::Parse refuses (the message names the field), and for --resume / --stop-at-step
+// that contradict the spec's resume / stop_at_step; the message is one readable line. The flags
+// and the spec's keys say the same; either alone is enough.
 Result<RunArgs> ParseRunArgs(int argc, char** argv);
 
-// Fields every kind reads from the spec.
-std::string SpecKind(const RunArgs& args);
-std::string SpecJobId(const RunArgs& args);
-// spec.params (an empty object when absent).
-const Json& SpecParams(const RunArgs& args);
-// Local path of input `name` from spec.inputs ("" when absent).
+// The job's params as its kind parses them: spec.params with steps = spec.steps (the one owner of
+// the job's length).
+Json KindParams(const RunArgs& args);
+// Local path of input `name` ("" when the spec has none).
 std::string SpecInput(const RunArgs& args, const std::string& name);
 
 }  // namespace gleaner::train

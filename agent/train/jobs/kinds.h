@@ -1,17 +1,10 @@
 // Job kinds that gleaner-train can run, behind the contract in agent/protocol/trainer_protocol.h.
-// Each kind is one entry point in its folder under jobs/; kinds that need libtorch are compiled
-// only with GLEANER_WITH_TORCH. The other subcommands are in commands/commands.h.
+// Each kind is one entry point, declared in its folder under jobs/ and gathered here; kinds that
+// need libtorch are compiled only with GLEANER_WITH_TORCH. The other subcommands are in
+// commands/commands.h.
 #pragma once
 
-#include "agent/train/common/run_args.h"
-
-namespace gleaner::train {
-
-// Returns a process exit code (kExitDone, kExitFailed, kExitInterrupted).
-int RunSynthetic(const RunArgs& args);
-
+#include "agent/train/jobs/synthetic/synthetic.h"
 #ifdef GLEANER_WITH_TORCH
-int RunLoraSd(const RunArgs& args);  // jobs/lora/run.cc
+#include "agent/train/jobs/lora/run.h"
 #endif
-
-}  // namespace gleaner::train

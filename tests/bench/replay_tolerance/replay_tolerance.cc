@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/train/models/unet/unet.h"
 #include "agent/train/training/replay_distance.h"
 #include "agent/train/training/trainer.h"
 

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/train/models/unet/unet.h"
 #include "agent/train/nn/attention.h"
 #include "agent/train/training/trainer.h"
 

@@ -1,5 +1,4 @@
 // gleaner-train run with the synthetic kind, as a real child process.
-#include "agent/train/jobs/synthetic/synthetic.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -35,9 +34,10 @@ struct TrainRun {
 
 // Runs gleaner-train; on_event may return true to send SIGTERM.
 // stop_at > 0: a replay (--stop-at-step).
-TrainRun Train(const TempDir& t, const Json& params, const std::string& resume = "",
-               std::function<bool(const ProgressEvent&)> stop_when = nullptr, int64_t stop_at = 0) {
-  Json spec = {{"job_id", "job-1"}, {"kind", "synthetic"}, {"params", params}};
+// RunSpec: the same with a whole SPEC.json.
+TrainRun RunSpec(const TempDir& t, const Json& spec, const std::string& resume = "",
+                 std::function<bool(const ProgressEvent&)> stop_when = nullptr,
+                 int64_t stop_at = 0) {
   REQUIRE(files::WriteDurable(t / "SPEC.json", DumpJson(spec)).ok());
   std::vector<std::string> argv = {testing::TrainBin(), "run",        "--spec",
                                    t / "SPEC.json",     "--work-dir", t / "work"};
@@ -78,6 +78,12 @@ TrainRun Train(const TempDir& t, const Json& params, const std::string& resume =
   return run;
 }
 
+TrainRun Train(const TempDir& t, const Json& params, const std::string& resume = "",
+               std::function<bool(const ProgressEvent&)> stop_when = nullptr, int64_t stop_at = 0) {
+  Json spec = {{"job_id", "job-1"}, {"kind", "synthetic"}, {"params", params}};
+  return RunSpec(t, spec, resume, std::move(stop_when), stop_at);
+}
+
 int ExitCode(const TrainRun& r) {
   return WIFEXITED(r.wait_status) ? WEXITSTATUS(r.wait_status) : -1;
 }
@@ -91,20 +97,16 @@ std::string Chain(const TempDir& t) {
 
 TEST_CASE("synthetic chain matches an independent computation", "[synthetic]") {
   // python3: s=sha256(b'7'); for k in 1..20: s=sha256(s+k.to_bytes(8,'little'))
-  CHECK(train::SyntheticChainHex(7, 20) ==
+  CHECK(gleaner::SyntheticChainHex(7, 20) ==
         "9e1fd5f5e11aa23a9b1204ebb450528037b48be6097668d61d460095410feebc");
-  CHECK(train::SyntheticChainHex(0, 0) == Sha256Hex("0"));
-  // The agent's self-test checks against the protocol's copy (agent/protocol/synthetic_chain.h).
-  for (int64_t steps : {0, 1, 3, 20}) {
-    CHECK(gleaner::SyntheticChainHex(-5, steps) == train::SyntheticChainHex(-5, steps));
-  }
+  CHECK(gleaner::SyntheticChainHex(0, 0) == Sha256Hex("0"));
 }
 
 TEST_CASE("an uninterrupted run writes chain.txt and its output manifest", "[synthetic]") {
   TempDir t;
   TrainRun r = Train(t, {{"steps", 20}, {"checkpoint_every", 5}, {"seed", 7}});
   CHECK(ExitCode(r) == kExitDone);
-  CHECK(Chain(t) == train::SyntheticChainHex(7, 20) + "\n");
+  CHECK(Chain(t) == gleaner::SyntheticChainHex(7, 20) + "\n");
   auto out = train::VerifyCheckpointDir(t / "work/output");
   REQUIRE(out.ok());
   CHECK(out->step == 20);
@@ -160,7 +162,7 @@ TEST_CASE("resuming from every checkpoint, any number of times, gives the same c
   TempDir first;
   Json params = {{"steps", 30}, {"checkpoint_every", 4}, {"seed", -12345}};
   REQUIRE(ExitCode(Train(first, params)) == kExitDone);
-  std::string want = train::SyntheticChainHex(-12345, 30) + "\n";
+  std::string want = gleaner::SyntheticChainHex(-12345, 30) + "\n";
   CHECK(Chain(first) == want);
   for (int step : {4, 16, 28}) {
     TempDir t;
@@ -196,7 +198,7 @@ TEST_CASE("SIGTERM: checkpoint at the next step boundary, exit 3, resume finishe
   Json params2 = {{"steps", last.step + 10}, {"seed", 3}};
   TrainRun r2 = Train(t2, params2, last.dir);
   CHECK(ExitCode(r2) == kExitDone);
-  CHECK(Chain(t2) == train::SyntheticChainHex(3, last.step + 10) + "\n");
+  CHECK(Chain(t2) == gleaner::SyntheticChainHex(3, last.step + 10) + "\n");
 }
 
 TEST_CASE("fail_at_step exits as failed with a reason, crash_at_step aborts", "[synthetic]") {
@@ -215,9 +217,14 @@ TEST_CASE("fail_at_step exits as failed with a reason, crash_at_step aborts", "[
 
 TEST_CASE("bad specs and bad resume checkpoints are clear failures", "[synthetic]") {
   TempDir t;
+  // A spec TrainerSpec refuses is the agent's fault (it checks specs before it writes them):
+  // exit 64, as for a bad command line.
   TrainRun r = Train(t, {{"steps", -1}});
-  CHECK(ExitCode(r) == kExitFailed);
+  CHECK(ExitCode(r) == kExitUsage);
   CHECK(r.stderr_text.find("params.steps") != std::string::npos);
+  TempDir t1;
+  TrainRun bad_param = Train(t1, {{"steps", 4}, {"checkpoint_every", -2}});
+  CHECK(ExitCode(bad_param) == kExitFailed);
 
   TempDir src;
   REQUIRE(ExitCode(Train(src, {{"steps", 6}, {"checkpoint_every", 3}, {"seed", 1}})) == 0);
@@ -309,7 +316,7 @@ TEST_CASE("samples: at every sample_every-th step and the last, after a checkpoi
     CHECK(pngs[0] != pngs[1]);  // the prompt matters
   }
   CHECK(s[8][0] != s[16][0]);  // the weights (chain state) matter
-  CHECK(Chain(t) == train::SyntheticChainHex(7, 20) + "\n");
+  CHECK(Chain(t) == gleaner::SyntheticChainHex(7, 20) + "\n");
 }
 
 TEST_CASE("samples: byte-identical when re-run, and when resumed from any checkpoint",
@@ -426,4 +433,46 @@ TEST_CASE("a replay (--stop-at-step) off the schedule equals the checkpoint a SI
   REQUIRE(ExitCode(rr) == kExitDone);
   CHECK(PackedSha(train::CheckpointDirFor(replay / "work", stopped.step), replay, stopped.step) ==
         PackedSha(stopped.dir, replay, stopped.step));
+}
+
+TEST_CASE("gleaner-train reads SPEC.json as TrainerSpec: steps, resume and stop step from it",
+          "[synthetic][spec]") {
+  // steps at the top level only: the kind sees them (the one owner of the job's length).
+  TempDir a;
+  Json spec = {{"job_id", "job-1"},
+               {"kind", "synthetic"},
+               {"steps", 8},
+               {"params", {{"checkpoint_every", 4}, {"seed", 3}}}};
+  REQUIRE(ExitCode(RunSpec(a, spec)) == kExitDone);
+  CHECK(Chain(a) == gleaner::SyntheticChainHex(3, 8) + "\n");
+  // Resume and a replay's stop step given by the spec alone, without the flags.
+  TempDir b;
+  Json resumed = spec;
+  resumed["resume"] = {{"dir", train::CheckpointDirFor(a / "work", 4)}, {"step", 4}};
+  REQUIRE(ExitCode(RunSpec(b, resumed)) == kExitDone);
+  CHECK(Chain(b) == Chain(a));
+  TempDir c;
+  Json replay = spec;
+  replay["stop_at_step"] = 4;
+  REQUIRE(ExitCode(RunSpec(c, replay)) == kExitDone);
+  CHECK(train::LatestCheckpointDir(c / "work") == train::CheckpointDirFor(c / "work", 4));
+  CHECK_FALSE(files::Exists(c / "work/output/chain.txt"));
+  // A flag that contradicts the spec, and a spec TrainerSpec refuses: exit 64 (usage) with one
+  // line naming the field.
+  TempDir d;
+  TrainRun contradict = RunSpec(d, replay, "", nullptr, 3);
+  CHECK(ExitCode(contradict) == kExitUsage);
+  CHECK(contradict.stderr_text.find("--stop-at-step 3 differs from spec.stop_at_step 4") !=
+        std::string::npos);
+  Json bad = spec;
+  bad["params"]["steps"] = 9;
+  TrainRun refused = RunSpec(d, bad);
+  CHECK(ExitCode(refused) == kExitUsage);
+  CHECK(refused.stderr_text.find("spec.params.steps (9) differs from spec.steps (8)") !=
+        std::string::npos);
+  bad = spec;
+  bad["colour"] = "blue";
+  refused = RunSpec(d, bad);
+  CHECK(ExitCode(refused) == kExitUsage);
+  CHECK(refused.stderr_text.find("colour") != std::string::npos);
 }

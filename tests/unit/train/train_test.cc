@@ -100,7 +100,7 @@ namespace {
 int Replay(const TinyJob& job, const Json& params, const std::string& work,
            const std::string& resume, int64_t stop_at) {
   RunArgs a;
-  a.spec = job.Spec(params);
+  a.spec = MustSpec(job.Spec(params));
   a.work_dir = work;
   a.resume_dir = resume;
   a.stop_at_step = stop_at;

@@ -140,6 +140,14 @@ inline std::string Bytes(const std::string& path) {
   return *r;
 }
 
+// A spec as gleaner-train reads it (agent/protocol/trainer_spec.h).
+inline TrainerSpec MustSpec(const Json& spec) {
+  Result<TrainerSpec> s = TrainerSpec::Parse(DumpJson(spec));
+  INFO(s.status().ToString());
+  REQUIRE(s.ok());
+  return *s;
+}
+
 // A tiny model (SD-style, or SDXL-style with text_time), its weights and a make-dataset dataset
 // in a scratch directory, and a spec for them.
 struct TinyJob {
@@ -170,7 +178,7 @@ struct TinyJob {
   }
   int Run(const Json& spec, const std::string& work, const std::string& resume = "") const {
     RunArgs a;
-    a.spec = spec;
+    a.spec = MustSpec(spec);
     a.work_dir = work;
     a.resume_dir = resume;
     return RunLoraSd(a);

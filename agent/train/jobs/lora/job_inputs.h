@@ -1,7 +1,8 @@
 // What a lora-sd job (the diffusion LoRA kind) trains on, read from its SPEC.json
 // (agent/protocol/trainer_protocol.h):
 //
-//   model.format absent:      inputs.model is the UNet weights file (.safetensors or a sharded
+//   model.format "unet-safetensors" (or absent):
+//                             inputs.model is the UNet weights file (.safetensors or a sharded
 //                             .safetensors.index.json); model.config (or inputs.config, a path)
 //                             its config; inputs.dataset a latent dataset file (dataset.h).
 //   model.format "diffusers": inputs.model is a diffusers folder (models/loader/diffusers_model.h);
@@ -22,6 +23,7 @@
 #include <optional>
 #include <string>
 
+#include "agent/protocol/trainer_spec.h"
 #include "agent/train/models/loader/diffusers_model.h"
 #include "agent/train/nn/torch_io.h"
 #include "agent/train/training/class_images.h"
@@ -49,7 +51,7 @@ struct JobInputs {
 // The encoded image dataset's cache in `cache_dir` (the run's --cache-dir, else its work dir).
 std::string EncodedDatasetPath(const std::string& cache_dir);
 
-Result<JobInputs> LoadJobInputs(const Json& spec, const LoraSdParams& params,
+Result<JobInputs> LoadJobInputs(const TrainerSpec& spec, const LoraSdParams& params,
                                 const std::string& cache_dir,
                                 const std::function<bool()>& stop = nullptr);
 

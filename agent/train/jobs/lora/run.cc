@@ -2,6 +2,8 @@
 //
 // SPEC.json: params (see LoraSdParams, shared/job_params.h); the base model and the data as
 // job_inputs.h reads them (a UNet weights file and latents, or a diffusers folder and photos).
+#include "agent/train/jobs/lora/run.h"
+
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -11,7 +13,6 @@
 #include "agent/protocol/trainer_protocol.h"
 #include "agent/train/common/run_args.h"
 #include "agent/train/common/signals.h"
-#include "agent/train/jobs/kinds.h"
 #include "agent/train/jobs/lora/job_inputs.h"
 #include "agent/train/nn/torch_compat.h"
 #include "agent/train/training/trainer.h"
@@ -30,15 +31,8 @@ int Fail(const Status& s) {
 }
 
 int Run(const RunArgs& args) {
-  const Json& spec = args.spec;
-  std::string job_id = SpecJobId(args);
-  int64_t spec_steps = 0;
-  if (spec.contains("steps") && spec["steps"].is_number_integer()) {
-    spec_steps = spec["steps"].get<int64_t>();
-  }
-  auto pit = spec.find("params");
-  Json params = pit != spec.end() && pit->is_object() ? *pit : Json::object();
-  if (!params.contains("steps") && spec_steps > 0) params["steps"] = spec_steps;
+  const std::string& job_id = args.spec.job_id;
+  const Json params = KindParams(args);  // with steps = spec.steps, the one owner
   // The coordinator stored normalised params; parsing them again is idempotent and keeps the
   // names, defaults and ranges in one place (shared/job_params.h).
   Result<LoraSdParams> p = LoraSdParams::Parse(params);
@@ -54,7 +48,7 @@ int Run(const RunArgs& args) {
   // Missing class images (class_images.h) are rendered first; a stop there exits at once (there
   // is no training to checkpoint yet, and every finished image is kept).
   Result<JobInputs> in = LoadJobInputs(
-      spec, *p, args.cache_dir.empty() ? args.work_dir : args.cache_dir, StopRequested);
+      args.spec, *p, args.cache_dir.empty() ? args.work_dir : args.cache_dir, StopRequested);
   if (!in.ok()) return Fail(in.status());
   if (in->class_images.stopped) return kExitInterrupted;
   // Rendering time is reported apart from training's (as sampling time is).

@@ -9,11 +9,11 @@
 #include "agent/protocol/checkpoint_dir.h"
 #include "agent/protocol/progress.h"
 #include "agent/protocol/sample_set.h"
+#include "agent/protocol/synthetic_chain.h"
 #include "agent/protocol/trainer_protocol.h"
 #include "agent/train/common/run_args.h"
 #include "agent/train/common/signals.h"
 #include "agent/train/images/png_encode.h"
-#include "agent/train/jobs/kinds.h"
 #include "shared/native/files.h"
 
 namespace gleaner::train {
@@ -104,7 +104,7 @@ Status WriteCheckpoint(const RunArgs& args, const Params& p, const State& st) {
   if (st.step == p.steps) {
     meta[kManifestOutputsKey] = FileListToJson(DescribeFiles(ExportFiles(st)));
   }
-  GLEANER_RETURN_IF_ERROR(w->Commit(kKind, SpecJobId(args), st.step, meta));
+  GLEANER_RETURN_IF_ERROR(w->Commit(kKind, args.spec.job_id, st.step, meta));
   EmitCheckpoint(st.step, dir);
   return Status::Ok();
 }
@@ -157,7 +157,7 @@ Status WriteSamples(const RunArgs& args, const Params& p, const State& st, bool*
   if ((*stopped = StopRequested())) return Status::Ok();
   set.seconds = NowS() - start;
   std::string dir = SampleDirFor(args.work_dir, st.step);
-  GLEANER_RETURN_IF_ERROR(WriteSampleSet(dir, kKind, SpecJobId(args), set, pngs));
+  GLEANER_RETURN_IF_ERROR(WriteSampleSet(dir, kKind, args.spec.job_id, set, pngs));
   EmitSamples(st.step, dir, set.seconds);
   return Status::Ok();
 }
@@ -176,27 +176,8 @@ int Fail(const std::string& reason) {
 
 }  // namespace
 
-Digest SyntheticSeedState(int64_t seed) {
-  return Sha256Of(std::to_string(seed));
-}
-
-Digest SyntheticNextState(const Digest& prev, int64_t k) {
-  uint8_t le[8];
-  for (int i = 0; i < 8; ++i) le[i] = uint8_t(uint64_t(k) >> (8 * i));
-  Sha256 h;
-  h.Update(prev.data(), prev.size());
-  h.Update(le, sizeof le);
-  return h.Finish();
-}
-
-std::string SyntheticChainHex(int64_t seed, int64_t steps) {
-  Digest s = SyntheticSeedState(seed);
-  for (int64_t k = 1; k <= steps; ++k) s = SyntheticNextState(s, k);
-  return HexEncode(s);
-}
-
 int RunSynthetic(const RunArgs& args) {
-  Result<Params> params = ReadParams(SpecParams(args));
+  Result<Params> params = ReadParams(KindParams(args));
   if (!params.ok()) return Fail(params.status().message());
   Params& p = *params;
   // A replay (--stop-at-step) trains to `end`, checkpoints there and renders no samples.
@@ -205,7 +186,7 @@ int RunSynthetic(const RunArgs& args) {
   if (end > p.steps) return Fail("--stop-at-step is beyond the job's steps");
   if (replay) p.samples = false;
   State st;
-  st.s = SyntheticSeedState(p.seed);
+  st.s = SyntheticChainSeed(p.seed);
   if (!args.resume_dir.empty()) {
     Result<State> resumed = LoadResume(args.resume_dir, p);
     if (!resumed.ok()) return Fail("cannot resume: " + resumed.status().message());
@@ -244,7 +225,7 @@ int RunSynthetic(const RunArgs& args) {
     }
     if (k == p.fail_at_step) return Fail("fail_at_step " + std::to_string(k) + " reached");
     SleepMs(p.step_ms);
-    st.s = SyntheticNextState(st.s, k);
+    st.s = SyntheticChainNext(st.s, k);
     st.step = k;
     EmitStep(k, p.steps, 1.0 / double(k), true, p.step_ms > 0 ? 1000.0 / double(p.step_ms) : 0);
     sampled = !(p.samples && SampleDue(k, p.steps, p.sample_every));
@@ -282,7 +263,7 @@ int RunSynthetic(const RunArgs& args) {
   for (const auto& [name, bytes] : files) {
     if (s.ok()) s = out->AddFile(name, bytes);
   }
-  if (s.ok()) s = out->Commit(kKind, SpecJobId(args), st.step);
+  if (s.ok()) s = out->Commit(kKind, args.spec.job_id, st.step);
   if (!s.ok()) return Fail("output: " + s.message());
   EmitDone(st.step);
   return kExitDone;

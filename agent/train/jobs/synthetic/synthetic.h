@@ -9,19 +9,15 @@
 // (a test hook) is slept before each image so tests can stop a trainer while it samples.
 // Test hook: the environment variable GLEANER_SYNTHETIC_FAIL_AT_STEP overrides fail_at_step
 // with a node's fault (a node whose trainers always fail: exit 1, which the agent attributes to
-// the node, not kExitFailed). RunSynthetic itself is declared in agent/train/jobs/kinds.h.
+// the node, not kExitFailed). The chain itself is agent/protocol/synthetic_chain.h's (the agent's
+// self-test checks outputs against it).
 #pragma once
 
-#include <cstdint>
-#include <string>
-
-#include "shared/sha256.h"
+#include "agent/train/common/run_args.h"
 
 namespace gleaner::train {
 
-Digest SyntheticSeedState(int64_t seed);
-Digest SyntheticNextState(const Digest& prev, int64_t k);
-// Lowercase hex of s_steps, computed in one go (what an uninterrupted run writes, minus "\n").
-std::string SyntheticChainHex(int64_t seed, int64_t steps);
+// Returns a process exit code (kExitDone, kExitFailed, kExitInterrupted).
+int RunSynthetic(const RunArgs& args);
 
 }  // namespace gleaner::train
