@@ -1,6 +1,6 @@
 #include "agent/train/nn/checkpoint.h"
 
-#include <ATen/autocast_mode.h>
+#include "agent/train/nn/torch_compat.h"
 
 namespace gleaner::train {
 namespace {
@@ -16,14 +16,14 @@ struct AutocastState {
   at::ScalarType gpu_dtype = at::kHalf, cpu_dtype = at::kBFloat16;
 
   static AutocastState Current() {
-    return {at::autocast::is_enabled(), at::autocast::is_cpu_enabled(),
-            at::autocast::get_autocast_gpu_dtype(), at::autocast::get_autocast_cpu_dtype()};
+    return {AutocastEnabled(c10::kCUDA), AutocastEnabled(c10::kCPU), AutocastDtype(c10::kCUDA),
+            AutocastDtype(c10::kCPU)};
   }
   void Apply() const {
-    at::autocast::set_enabled(gpu);
-    at::autocast::set_cpu_enabled(cpu);
-    at::autocast::set_autocast_gpu_dtype(gpu_dtype);
-    at::autocast::set_autocast_cpu_dtype(cpu_dtype);
+    SetAutocastEnabled(c10::kCUDA, gpu);
+    SetAutocastEnabled(c10::kCPU, cpu);
+    SetAutocastDtype(c10::kCUDA, gpu_dtype);
+    SetAutocastDtype(c10::kCPU, cpu_dtype);
   }
   void Save(AutogradContext* ctx) const {
     ctx->saved_data["ac_gpu"] = gpu;

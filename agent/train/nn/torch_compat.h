@@ -6,6 +6,7 @@
 //   kHasFusedAttention                    at::scaled_dot_product_attention with `scale` (2.1)
 //   FusedAttention                        that call
 //   AutocastScope                         torch.autocast(device, dtype) for a C++ scope
+//   AutocastEnabled/Dtype, SetAutocast*   one device type's autocast state
 //   kHasFp8, IsFp8, ToFp8                 float8_e4m3fn storage (2.1)
 //   UseDeterministicAlgorithms, UseFullFp32   process-wide numerics switches
 //
@@ -67,63 +68,65 @@ inline torch::Tensor ToFp8(const torch::Tensor&, const torch::Device&) {
 
 // ---- Autocast ---------------------------------------------------------------------------------
 
+// The autocast state of one device type (kCPU or kCUDA): enabled, and the dtype it casts to.
+// 2.4 replaced the per-device functions (and deprecated them) with ones taking the device type.
+#if GLEANER_TORCH_AT_LEAST(2, 4)
+inline bool AutocastEnabled(c10::DeviceType d) {
+  return at::autocast::is_autocast_enabled(d);
+}
+inline c10::ScalarType AutocastDtype(c10::DeviceType d) {
+  return at::autocast::get_autocast_dtype(d);
+}
+inline void SetAutocastEnabled(c10::DeviceType d, bool on) {
+  at::autocast::set_autocast_enabled(d, on);
+}
+inline void SetAutocastDtype(c10::DeviceType d, c10::ScalarType t) {
+  at::autocast::set_autocast_dtype(d, t);
+}
+#else
+inline bool AutocastEnabled(c10::DeviceType d) {
+  return d == c10::kCUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+}
+inline c10::ScalarType AutocastDtype(c10::DeviceType d) {
+  return d == c10::kCUDA ? at::autocast::get_autocast_gpu_dtype()
+                         : at::autocast::get_autocast_cpu_dtype();
+}
+inline void SetAutocastEnabled(c10::DeviceType d, bool on) {
+  if (d == c10::kCUDA) {
+    at::autocast::set_enabled(on);
+  } else {
+    at::autocast::set_cpu_enabled(on);
+  }
+}
+inline void SetAutocastDtype(c10::DeviceType d, c10::ScalarType t) {
+  if (d == c10::kCUDA) {
+    at::autocast::set_autocast_gpu_dtype(t);
+  } else {
+    at::autocast::set_autocast_cpu_dtype(t);
+  }
+}
+#endif
+
 // Autocast on `device` (kCPU or kCUDA) to `dtype` while the scope lives, as Python's
 // `with torch.autocast(device, dtype):` (nesting counted, cast cache cleared when the outermost
-// scope ends); the previous state is restored. 2.4 replaced the per-device functions (and
-// deprecated them) with ones taking the device type.
+// scope ends); the previous state is restored.
 class AutocastScope {
  public:
   AutocastScope(c10::DeviceType device, c10::ScalarType dtype)
-      : device_(device), was_enabled_(Enabled(device)), old_dtype_(Dtype(device)) {
-    SetDtype(device, dtype);
-    SetEnabled(device, true);
+      : device_(device), was_enabled_(AutocastEnabled(device)), old_dtype_(AutocastDtype(device)) {
+    SetAutocastDtype(device, dtype);
+    SetAutocastEnabled(device, true);
     at::autocast::increment_nesting();
   }
   ~AutocastScope() {
     if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    SetEnabled(device_, was_enabled_);
-    SetDtype(device_, old_dtype_);
+    SetAutocastEnabled(device_, was_enabled_);
+    SetAutocastDtype(device_, old_dtype_);
   }
   AutocastScope(const AutocastScope&) = delete;
   AutocastScope& operator=(const AutocastScope&) = delete;
 
  private:
-#if GLEANER_TORCH_AT_LEAST(2, 4)
-  static bool Enabled(c10::DeviceType d) {
-    return at::autocast::is_autocast_enabled(d);
-  }
-  static c10::ScalarType Dtype(c10::DeviceType d) {
-    return at::autocast::get_autocast_dtype(d);
-  }
-  static void SetEnabled(c10::DeviceType d, bool on) {
-    at::autocast::set_autocast_enabled(d, on);
-  }
-  static void SetDtype(c10::DeviceType d, c10::ScalarType t) {
-    at::autocast::set_autocast_dtype(d, t);
-  }
-#else
-  static bool Enabled(c10::DeviceType d) {
-    return d == c10::kCUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
-  }
-  static c10::ScalarType Dtype(c10::DeviceType d) {
-    return d == c10::kCUDA ? at::autocast::get_autocast_gpu_dtype()
-                           : at::autocast::get_autocast_cpu_dtype();
-  }
-  static void SetEnabled(c10::DeviceType d, bool on) {
-    if (d == c10::kCUDA) {
-      at::autocast::set_enabled(on);
-    } else {
-      at::autocast::set_cpu_enabled(on);
-    }
-  }
-  static void SetDtype(c10::DeviceType d, c10::ScalarType t) {
-    if (d == c10::kCUDA) {
-      at::autocast::set_autocast_gpu_dtype(t);
-    } else {
-      at::autocast::set_autocast_cpu_dtype(t);
-    }
-  }
-#endif
   c10::DeviceType device_;
   bool was_enabled_;
   c10::ScalarType old_dtype_;

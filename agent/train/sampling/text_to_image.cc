@@ -1,8 +1,9 @@
 #include "agent/train/sampling/text_to_image.h"
 
-#include <ATen/autocast_mode.h>
+#include <optional>
 
 #include "agent/train/models/vae/image_latents.h"
+#include "agent/train/nn/torch_compat.h"
 #include "agent/train/nn/torch_io.h"
 #include "agent/train/sampling/sampling_loop.h"
 #include "agent/train/sampling/scheduler.h"
@@ -26,20 +27,12 @@ class EvalMode {
 // Autocast in the denoiser's compute dtype while it runs on CUDA with 16-bit base weights.
 class DenoiserAutocast {
  public:
-  explicit DenoiserAutocast(const BasePlacement& p)
-      : on_(p.device.is_cuda() && p.dtype != torch::kFloat32) {
-    if (!on_) return;
-    at::autocast::set_enabled(true);
-    at::autocast::set_autocast_gpu_dtype(p.dtype);
-  }
-  ~DenoiserAutocast() {
-    if (!on_) return;
-    at::autocast::set_enabled(false);
-    at::autocast::clear_cache();
+  explicit DenoiserAutocast(const BasePlacement& p) {
+    if (p.device.is_cuda() && p.dtype != torch::kFloat32) scope_.emplace(c10::kCUDA, p.dtype);
   }
 
  private:
-  bool on_;
+  std::optional<AutocastScope> scope_;
 };
 
 torch::Device DeviceOf(torch::nn::Module& m) {
