@@ -186,9 +186,6 @@ Status TrainerSpec::Validate() const {
     }
   }
   if (!params.is_object()) return Status::Invalid("spec.params must be an object");
-  if (!model_config.is_null() && !model_config.is_object()) {
-    return Status::Invalid("spec.model.config must be an object");
-  }
   if (resume_dir.empty() && resume_step != 0) {
     return Status::Invalid("spec.resume.step is given without spec.resume.dir");
   }

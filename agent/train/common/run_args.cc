@@ -71,9 +71,4 @@ Json KindParams(const RunArgs& args) {
   return params;
 }
 
-std::string SpecInput(const RunArgs& args, const std::string& name) {
-  const TrainerInput* in = args.spec.Input(name);
-  return in != nullptr ? in->path : "";
-}
-
 }  // namespace gleaner::train

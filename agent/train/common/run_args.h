@@ -37,7 +37,5 @@ Result<RunArgs> ParseRunArgs(int argc, char** argv);
 // The job's params as its kind parses them: spec.params with steps = spec.steps (the one owner of
 // the job's length).
 Json KindParams(const RunArgs& args);
-// Local path of input `name` ("" when the spec has none).
-std::string SpecInput(const RunArgs& args, const std::string& name);
 
 }  // namespace gleaner::train

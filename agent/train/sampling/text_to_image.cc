@@ -24,17 +24,6 @@ class EvalMode {
   bool was_training_;
 };
 
-// Autocast in the denoiser's compute dtype while it runs on CUDA with 16-bit base weights.
-class DenoiserAutocast {
- public:
-  explicit DenoiserAutocast(const BasePlacement& p) {
-    if (p.device.is_cuda() && p.dtype != torch::kFloat32) scope_.emplace(c10::kCUDA, p.dtype);
-  }
-
- private:
-  std::optional<AutocastScope> scope_;
-};
-
 torch::Device DeviceOf(torch::nn::Module& m) {
   std::vector<Tensor> ps = m.parameters();
   return ps.empty() ? torch::Device(torch::kCPU) : ps.front().device();
@@ -159,7 +148,10 @@ Result<Tensor> RenderImage(const TextToImageModel& m, const ImageRequest& r,
         stopped = true;
         return Status::Unavailable("stopped");
       }
-      DenoiserAutocast autocast(m.denoiser->placement());
+      // Autocast in the compute dtype while it runs on CUDA with 16-bit base weights.
+      const BasePlacement& p = m.denoiser->placement();
+      std::optional<AutocastScope> autocast;
+      if (p.device.is_cuda() && p.dtype != torch::kFloat32) autocast.emplace(c10::kCUDA, p.dtype);
       return m.denoiser->Forward(x, t.to(device), *cond).to(torch::kFloat32);
     };
     if (r.guidance_scale > 1.0) denoise = WithGuidance(denoise, r.guidance_scale);
