@@ -63,8 +63,10 @@ bool NumField(FieldReader& r, const char* key, double min, double max, double de
 // With sample_prompts (1..kMaxSamplePrompts strings or {prompt, negative_prompt} objects) every
 // other sample field is defaulted; without it the others are refused, so a typo cannot silently
 // turn sampling off.
+// guidance_scale: classifier-free guidance of SD samples (7.5), or the embedded guidance FLUX.1-dev
+// samples take as an input (3.5, FluxPipeline's default).
 bool SampleFields(FieldReader& r, const Json& params, int64_t steps, int64_t checkpoint_every,
-                  int64_t seed, Json* out) {
+                  int64_t seed, Json* out, double guidance_default = 7.5) {
   static const char* const kOthers[] = {"sample_every", "sample_steps",      "guidance_scale",
                                         "sample_seed",  "sample_resolution", nullptr};
   if (!r.Has("sample_prompts")) {
@@ -105,7 +107,7 @@ bool SampleFields(FieldReader& r, const Json& params, int64_t steps, int64_t che
   (*out)["sample_prompts"] = prompts;
   IntField(r, "sample_every", 1, steps, checkpoint_every, out);
   IntField(r, "sample_steps", 1, 1000, 25, out);
-  NumField(r, "guidance_scale", 0, 100, 7.5, out);
+  NumField(r, "guidance_scale", 0, 100, guidance_default, out);
   IntField(r, "sample_seed", 0, kMaxSafeInteger, seed, out);
   int64_t res = 512;
   if (r.Int("sample_resolution", &res, false, 8, kMaxSampleResolution) && res % 8 != 0) {
@@ -150,6 +152,31 @@ Result<Json> Synthetic(const Json& params) {
 
 }  // namespace
 
+namespace {
+
+// The fields of one family only (job_params.h).
+const char* const kSdOnly[] = {"prediction_type", "snr_gamma", "noise_offset", nullptr};
+const char* const kFluxOnly[] = {
+    "weighting_scheme",    "logit_mean", "logit_std",           "mode_scale",   "timestep_shift",
+    "discrete_flow_shift", "guidance",   "max_sequence_length", "lora_targets", nullptr};
+
+Status RefuseOtherFamily(const Json& params, ModelFamily family) {
+  const char* const* other = family == ModelFamily::kFlux ? kSdOnly : kFluxOnly;
+  for (const char* const* k = other; *k != nullptr; ++k) {
+    if (!params.contains(*k)) continue;
+    if (family == ModelFamily::kFlux) {
+      return Status::Invalid(std::string("params.") + *k +
+                             " does not apply to a FLUX model (flow matching; see "
+                             "weighting_scheme, timestep_shift and guidance)");
+    }
+    return Status::Invalid(std::string("params.") + *k +
+                           " applies to FLUX models only (this job's model is an SD/SDXL UNet)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 bool IsKnownJobKind(const std::string& kind) {
   return kind == "synthetic" || kind == "lora-sd";
 }
@@ -158,7 +185,7 @@ bool JobKindNeedsInputs(const std::string& kind) {
   return kind == "lora-sd";
 }
 
-Result<LoraSdParams> LoraSdParams::Parse(const Json& params) {
+Result<LoraSdParams> LoraSdParams::Parse(const Json& params, ModelFamily family) {
   static const char* const kKeys[] = {"steps",
                                       "batch_size",
                                       "learning_rate",
@@ -192,16 +219,32 @@ Result<LoraSdParams> LoraSdParams::Parse(const Json& params) {
                                       "guidance_scale",
                                       "sample_seed",
                                       "sample_resolution",
+                                      "weighting_scheme",
+                                      "logit_mean",
+                                      "logit_std",
+                                      "mode_scale",
+                                      "timestep_shift",
+                                      "discrete_flow_shift",
+                                      "guidance",
+                                      "max_sequence_length",
+                                      "lora_targets",
                                       nullptr};
   static const char* const kPrecision[] = {"no", "fp16", "bf16", nullptr};
   static const char* const kBasePrecision[] = {"auto", "fp8", nullptr};
   static const char* const kSchedulers[] = {"constant", "constant_with_warmup", "linear", "cosine",
                                             nullptr};
   static const char* const kPrediction[] = {"epsilon", "v_prediction", nullptr};
+  static const char* const kWeighting[] = {"none", "sigma_sqrt", "logit_normal",
+                                           "mode", "cosmap",     nullptr};
+  static const char* const kShift[] = {"none", "static", "resolution", nullptr};
+  static const char* const kTargets[] = {"default", "all", nullptr};
   if (!params.is_object()) return Status::Invalid("params must be a JSON object");
   LoraSdParams p;
+  p.family = family;
   FieldReader r(params, "params.");
   r.OnlyKeys(kKeys);
+  if (!r.ok()) return r.status();
+  GLEANER_RETURN_IF_ERROR(RefuseOtherFamily(params, family));
   r.Int("steps", &p.steps, true, 1, kMaxJobSteps);
   if (!r.ok()) return r.status();
   r.Int("batch_size", &p.batch_size, false, 1, kMaxBatchSize);
@@ -223,6 +266,15 @@ Result<LoraSdParams> LoraSdParams::Parse(const Json& params) {
   r.Number("prior_loss_weight", &p.prior_loss_weight, false, 0, 1000);
   r.Number("snr_gamma", &p.snr_gamma, false, 0, 1000);
   r.Number("noise_offset", &p.noise_offset, false, 0, 1);
+  Enum(r, "weighting_scheme", kWeighting, &p.weighting_scheme);
+  r.Number("logit_mean", &p.logit_mean, false, -10, 10);
+  r.Number("logit_std", &p.logit_std, false, 0.01, 10);
+  r.Number("mode_scale", &p.mode_scale, false, 0, 10);
+  Enum(r, "timestep_shift", kShift, &p.timestep_shift);
+  r.Number("discrete_flow_shift", &p.discrete_flow_shift, false, 0.01, 100);
+  r.Number("guidance", &p.guidance, false, 0, 100);
+  r.Int("max_sequence_length", &p.max_sequence_length, false, 1, 512);
+  Enum(r, "lora_targets", kTargets, &p.lora_targets);
   r.Number("max_grad_norm", &p.max_grad_norm, false, 0, 1e6);
   r.Number("adam_beta1", &p.adam_beta1, false, 0, 0.999999);
   r.Number("adam_beta2", &p.adam_beta2, false, 0, 0.999999999);
@@ -243,7 +295,8 @@ Result<LoraSdParams> LoraSdParams::Parse(const Json& params) {
   p.has_text_encoder_lr = r.Number("text_encoder_lr", &p.text_encoder_lr, false, 1e-12, 1.0) &&
                           r.Has("text_encoder_lr");
   if (!r.ok()) return r.status();
-  SampleFields(r, params, p.steps, p.checkpoint_every, p.seed, &p.samples);
+  SampleFields(r, params, p.steps, p.checkpoint_every, p.seed, &p.samples,
+               family == ModelFamily::kFlux ? 3.5 : 7.5);
   if (!r.ok()) return r.status();
   return p;
 }
@@ -261,15 +314,27 @@ Json LoraSdParams::ToJson() const {
            {"gradient_accumulation", gradient_accumulation},
            {"lr_scheduler", lr_scheduler},
            {"warmup_steps", warmup_steps},
-           {"prediction_type", prediction_type},
            {"prior_loss_weight", prior_loss_weight},
-           {"snr_gamma", snr_gamma},
-           {"noise_offset", noise_offset},
            {"max_grad_norm", max_grad_norm},
            {"adam_beta1", adam_beta1},
            {"adam_beta2", adam_beta2},
            {"adam_weight_decay", adam_weight_decay},
            {"adam_epsilon", adam_epsilon}};
+  if (family == ModelFamily::kFlux) {
+    out["weighting_scheme"] = weighting_scheme;
+    out["logit_mean"] = logit_mean;
+    out["logit_std"] = logit_std;
+    out["mode_scale"] = mode_scale;
+    out["timestep_shift"] = timestep_shift;
+    out["discrete_flow_shift"] = discrete_flow_shift;
+    out["guidance"] = guidance;
+    out["max_sequence_length"] = max_sequence_length;
+    out["lora_targets"] = lora_targets;
+  } else {
+    out["prediction_type"] = prediction_type;
+    out["snr_gamma"] = snr_gamma;
+    out["noise_offset"] = noise_offset;
+  }
   if (base_precision != "auto") out["base_precision"] = base_precision;
   if (!instance_prompt.empty()) out["instance_prompt"] = instance_prompt;
   if (!class_prompt.empty()) out["class_prompt"] = class_prompt;
@@ -280,11 +345,11 @@ Json LoraSdParams::ToJson() const {
   return out;
 }
 
-Result<Json> NormalizeParams(const std::string& kind, const Json& params) {
+Result<Json> NormalizeParams(const std::string& kind, const Json& params, ModelFamily family) {
   if (!params.is_object()) return Status::Invalid("params must be a JSON object");
   if (kind == "synthetic") return Synthetic(params);
   if (kind == "lora-sd") {
-    Result<LoraSdParams> p = LoraSdParams::Parse(params);
+    Result<LoraSdParams> p = LoraSdParams::Parse(params, family);
     if (!p.ok()) return p.status();
     return p->ToJson();
   }

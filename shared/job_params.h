@@ -11,6 +11,7 @@
 #include <string>
 
 #include "shared/json.h"
+#include "shared/model_family.h"
 #include "shared/status.h"
 
 namespace gleaner {
@@ -46,7 +47,10 @@ bool JobKindNeedsInputs(const std::string& kind);
 //             7.5), sample_seed (0..2^53-1, seed), sample_resolution (8..kMaxSampleResolution,
 //             multiple of 8, 512). The other sample fields without sample_prompts are refused.
 //             synthetic also takes sample_ms (0..60000, 0: a test hook, time per sample image).
-Result<Json> NormalizeParams(const std::string& kind, const Json& params);
+//  The family (of the job's model; kSdUnet when the model does not say) decides which lora-sd
+//  fields apply and the family's defaults (guidance_scale 3.5 for FLUX).
+Result<Json> NormalizeParams(const std::string& kind, const Json& params,
+                             ModelFamily family = ModelFamily::kSdUnet);
 
 // lora-sd params, typed: the one definition of their names, defaults and ranges (the coordinator
 // validates submissions with it, the trainer reads its params through it).
@@ -64,14 +68,29 @@ struct LoraSdParams {
   // the spec only when "fp8".
   std::string base_precision = "auto";
   bool gradient_checkpointing = false;
-  int64_t gradient_accumulation = 1;        // 1..1024
-  std::string lr_scheduler = "constant";    // constant | constant_with_warmup | linear | cosine
-  int64_t warmup_steps = 0;                 // 0..steps
+  int64_t gradient_accumulation = 1;          // 1..1024
+  std::string lr_scheduler = "constant";      // constant | constant_with_warmup | linear | cosine
+  int64_t warmup_steps = 0;                   // 0..steps
+  ModelFamily family = ModelFamily::kSdUnet;  // not a field: the model's (see Parse)
+  // kSdUnet only (DDPM):
   std::string prediction_type = "epsilon";  // epsilon | v_prediction
-  double prior_loss_weight = 1.0;           // 0..1000
   double snr_gamma = 0;                     // 0 (off)..1000
   double noise_offset = 0;                  // 0..1
-  double max_grad_norm = 1.0;               // 0 (no clipping)..1e6
+  // kFlux only (flow matching, as diffusers' train_dreambooth_lora_flux.py names them):
+  // weighting_scheme picks the timestep density (logit_normal, mode; else uniform) and the loss
+  // weight (sigma_sqrt, cosmap; else 1).
+  std::string weighting_scheme = "none";  // none | sigma_sqrt | logit_normal | mode | cosmap
+  double logit_mean = 0, logit_std = 1;   // logit_normal: u = sigmoid(N(mean, std))
+  double mode_scale = 1.29;               // mode
+  // Shift of the drawn sigmas: none, static (discrete_flow_shift, kohya's name), or resolution
+  // (mu from the image token count, as FluxPipeline's schedule).
+  std::string timestep_shift = "none";   // none | static | resolution
+  double discrete_flow_shift = 3.0;      // 0.01..100
+  double guidance = 1.0;                 // embedded guidance while training (FLUX.1-dev), 0..100
+  int64_t max_sequence_length = 512;     // T5 tokens, 1..512
+  std::string lora_targets = "default";  // default (diffusers' targets) | all (every Linear)
+  double prior_loss_weight = 1.0;        // 0..1000
+  double max_grad_norm = 1.0;            // 0 (no clipping)..1e6
   double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_weight_decay = 0.01, adam_epsilon = 1e-8;
   // Image datasets (kept in the spec only when given): the caption of an image without a .txt,
   // the class folder's caption, and LoRA on the text encoders.
@@ -87,8 +106,8 @@ struct LoraSdParams {
   // Sample fields (see NormalizeParams), normalised; an empty object when sampling is off.
   Json samples = Json::object();
 
-  // Validates (unknown fields, types, ranges) and fills defaults.
-  static Result<LoraSdParams> Parse(const Json& params);
+  // Validates (unknown fields, fields of another family, types, ranges) and fills defaults.
+  static Result<LoraSdParams> Parse(const Json& params, ModelFamily family = ModelFamily::kSdUnet);
   // Every field, as stored in a job spec.
   Json ToJson() const;
 };

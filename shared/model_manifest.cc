@@ -182,11 +182,19 @@ Status CheckDiffusersLayout(const std::vector<ModelFile>& files, bool sdxl) {
     }
     return false;
   };
-  sdxl = sdxl || under("text_encoder_2") || under("tokenizer_2");
+  const bool flux = under("transformer");
+  if (flux && under("unet")) {
+    return Status::Invalid("a diffusers folder holds unet/ or transformer/, not both");
+  }
+  sdxl = !flux && (sdxl || under("text_encoder_2") || under("tokenizer_2"));
   std::vector<std::string> missing;
   if (!has("model_index.json")) missing.push_back("model_index.json");
-  std::vector<std::string> models = {"unet", "vae", "text_encoder"};
+  std::vector<std::string> models = {flux ? "transformer" : "unet", "vae", "text_encoder"};
   std::vector<std::string> tokenizers = {"tokenizer"};
+  if (flux) {
+    models.push_back("text_encoder_2");  // T5: its tokenizer is one tokenizer.json
+    if (!has("tokenizer_2/tokenizer.json")) missing.push_back("tokenizer_2/tokenizer.json");
+  }
   if (sdxl) {
     models.push_back("text_encoder_2");
     tokenizers.push_back("tokenizer_2");
@@ -203,8 +211,18 @@ Status CheckDiffusersLayout(const std::vector<ModelFile>& files, bool sdxl) {
   if (missing.empty()) return Status::Ok();
   std::string list;
   for (const std::string& m : missing) list += (list.empty() ? "" : ", ") + m;
-  return Status::Invalid(std::string("not a diffusers") + (sdxl ? " SDXL" : "") +
+  return Status::Invalid(std::string("not a diffusers") +
+                         (flux   ? " FLUX"
+                          : sdxl ? " SDXL"
+                                 : "") +
                          " folder: missing " + list);
+}
+
+ModelFamily ModelFamilyOfFiles(const std::vector<ModelFile>& files) {
+  for (const ModelFile& f : files) {
+    if (f.path.rfind("transformer/", 0) == 0) return ModelFamily::kFlux;
+  }
+  return ModelFamily::kSdUnet;
 }
 
 Result<ModelManifest> ParseModelManifest(std::string_view text) {

@@ -14,8 +14,10 @@
 // Layout rules (CheckDiffusersLayout): model_index.json; unet/config.json and unet weights;
 // vae/config.json and weights; text_encoder/config.json and weights; tokenizer/vocab.json and
 // tokenizer/merges.txt; an SDXL folder (any text_encoder_2/ or tokenizer_2/ file, or sdxl
-// asked for) needs the same for text_encoder_2/ and tokenizer_2/. Weights are *.safetensors
-// (sharded or not); pickle formats (.bin .ckpt .pt .pth .pkl) are refused.
+// asked for) needs the same for text_encoder_2/ and tokenizer_2/. A FLUX.1 folder (any
+// transformer/ file) has transformer/config.json and weights instead of unet/, and
+// text_encoder_2/ (T5) with tokenizer_2/tokenizer.json. Weights are *.safetensors (sharded or
+// not); pickle formats (.bin .ckpt .pt .pth .pkl) are refused.
 //
 // Portable (no exceptions, no I/O). Strict: unknown keys, wrong types, bad hex, duplicate paths
 // and oversized input are InvalidArgument with a message naming the field; never a crash.
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "shared/json.h"
+#include "shared/model_family.h"
 #include "shared/status.h"
 
 namespace gleaner {
@@ -81,5 +84,8 @@ std::string ModelManifestToJson(const ModelManifest& m);
 
 // The diffusers layout rules above. `sdxl` demands the second text encoder and tokenizer.
 Status CheckDiffusersLayout(const std::vector<ModelFile>& files, bool sdxl);
+
+// The family of a diffusers folder's files: kFlux when it has transformer/ files, else kSdUnet.
+ModelFamily ModelFamilyOfFiles(const std::vector<ModelFile>& files);
 
 }  // namespace gleaner

@@ -73,6 +73,21 @@ Status ReadModelFiles(const Json& model, const Json* config,
 
 }  // namespace
 
+ModelFamily ModelFamilyOfSpec(const Json& parts) {
+  const Json* files = nullptr;
+  if (parts.contains("model") && parts["model"].is_object() && parts["model"].contains("files")) {
+    files = &parts["model"]["files"];
+  }
+  if (files == nullptr || !files->is_array()) return ModelFamily::kSdUnet;
+  for (const Json& f : *files) {
+    if (f.is_object() && f.contains("path") && f["path"].is_string() &&
+        f["path"].get_ref<const std::string&>().rfind("transformer/", 0) == 0) {
+      return ModelFamily::kFlux;
+    }
+  }
+  return ModelFamily::kSdUnet;
+}
+
 // model: {uri, sha256, config} or {files, config?}; dataset: {uri, sha256}.
 // uri = "blob://uploads/<id>/<name>".
 Status ReadInput(const Json& body, const std::string& field, bool with_config,

@@ -157,17 +157,9 @@ Plan HandleCreateJob(CtxPtr ctx) {
     return Plan::Fail(
         Status::Invalid("unknown job kind '" + kind + "' (known: synthetic, lora-sd)"));
   }
-  Result<Json> norm = NormalizeParams(kind, *params);
-  if (!norm.ok()) return Plan::Fail(norm.status());
-  int64_t steps = (*norm)["steps"].get<int64_t>();
-
-  Json spec = {{"kind", kind},
-               {"params", *norm},
-               {"requirements", {{"min_vram_mb", min_vram}}},
-               {"priority", priority},
-               {"max_failures", max_failures},
-               {"verify_fraction", verify_fraction}};
+  // The inputs first: the model's files say its family, which decides the params that apply.
   std::vector<InputRef> inputs;
+  Json parts = Json::object();
   for (const char* field : {"model", "dataset"}) {
     bool present = r.Has(field);
     if (!present && JobKindNeedsInputs(kind)) {
@@ -178,8 +170,19 @@ Plan HandleCreateJob(CtxPtr ctx) {
     Status st = ReadInput(ctx->body, field, std::string(field) == "model" && kind == "lora-sd",
                           config, &inputs, &spec_part);
     if (!st.ok()) return Plan::Fail(st);
-    spec[field] = spec_part;
+    parts[field] = spec_part;
   }
+  Result<Json> norm = NormalizeParams(kind, *params, ModelFamilyOfSpec(parts));
+  if (!norm.ok()) return Plan::Fail(norm.status());
+  int64_t steps = (*norm)["steps"].get<int64_t>();
+
+  Json spec = {{"kind", kind},
+               {"params", *norm},
+               {"requirements", {{"min_vram_mb", min_vram}}},
+               {"priority", priority},
+               {"max_failures", max_failures},
+               {"verify_fraction", verify_fraction}};
+  for (auto it = parts.begin(); it != parts.end(); ++it) spec[it.key()] = it.value();
   std::string idem = ctx->req.Header("idempotency-key");
   if (idem.size() > 200)
     return Plan::Fail(Status::Invalid("Idempotency-Key is longer than 200 bytes"));

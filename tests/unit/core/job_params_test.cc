@@ -178,3 +178,47 @@ TEST_CASE("lora-sd params: upper bounds from a 24 GB card, refused with the fiel
   // The issue's submission: batch 1024 and 4096 px samples.
   CHECK_FALSE(NormalizeParams("lora-sd", {{"steps", 10}, {"batch_size", 1024}}).ok());
 }
+
+TEST_CASE("lora-sd params: each family takes its own fields", "[params]") {
+  Result<Json> flux = NormalizeParams("lora-sd",
+                                      {{"steps", 10},
+                                       {"weighting_scheme", "mode"},
+                                       {"mode_scale", 1.5},
+                                       {"timestep_shift", "static"},
+                                       {"discrete_flow_shift", 3.1582},
+                                       {"sample_prompts", {"a photo of sks dog"}}},
+                                      ModelFamily::kFlux);
+  REQUIRE(flux.ok());
+  CHECK((*flux)["mode_scale"] == 1.5);
+  CHECK((*flux)["guidance_scale"] == 3.5);  // FluxPipeline's default for samples
+  CHECK_FALSE(flux->contains("snr_gamma"));
+  Result<LoraSdParams> back = LoraSdParams::Parse(*flux, ModelFamily::kFlux);
+  REQUIRE(back.ok());
+  CHECK(back->ToJson() == *flux);
+  // SD keeps its fields and defaults, and stores none of FLUX's.
+  Result<Json> sd = NormalizeParams("lora-sd", {{"steps", 10}, {"sample_prompts", {"a dog"}}});
+  REQUIRE(sd.ok());
+  CHECK((*sd)["guidance_scale"] == 7.5);
+  CHECK((*sd)["prediction_type"] == "epsilon");
+  CHECK_FALSE(sd->contains("weighting_scheme"));
+  for (const char* key : {"snr_gamma", "noise_offset", "prediction_type"}) {
+    Json p = {{"steps", 10},
+              {key, key == std::string("prediction_type") ? Json("epsilon") : Json(0)}};
+    Result<Json> r = NormalizeParams("lora-sd", p, ModelFamily::kFlux);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().message().find(std::string("params.") + key) == 0);
+  }
+  for (const char* key : {"weighting_scheme", "guidance", "max_sequence_length", "lora_targets"}) {
+    Result<Json> r = NormalizeParams("lora-sd", {{"steps", 10}, {key, "x"}});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().message() ==
+          std::string("params.") + key +
+              " applies to FLUX models only (this job's model is an SD/SDXL UNet)");
+  }
+  CHECK_FALSE(
+      NormalizeParams("lora-sd", {{"steps", 10}, {"weighting_scheme", "sigma"}}, ModelFamily::kFlux)
+          .ok());
+  CHECK_FALSE(
+      NormalizeParams("lora-sd", {{"steps", 10}, {"max_sequence_length", 513}}, ModelFamily::kFlux)
+          .ok());
+}

@@ -210,3 +210,59 @@ TEST_CASE("model files: a url is accepted only on a host the operator allows (--
     CHECK(v.message() == "model-hosts: 'bad/host' is not a host name");
   }
 }
+
+namespace {
+
+const std::vector<std::string> kFlux = {"model_index.json",
+                                        "transformer/config.json",
+                                        "transformer/diffusion_pytorch_model.safetensors",
+                                        "vae/config.json",
+                                        "vae/diffusion_pytorch_model.safetensors",
+                                        "text_encoder/config.json",
+                                        "text_encoder/model.safetensors",
+                                        "tokenizer/vocab.json",
+                                        "tokenizer/merges.txt",
+                                        "text_encoder_2/config.json",
+                                        "text_encoder_2/model.safetensors",
+                                        "tokenizer_2/tokenizer.json"};
+
+}  // namespace
+
+TEST_CASE("model files: a FLUX folder's family decides which params apply", "[model_files]") {
+  TestEnv env(TestConfig());
+  std::string dev = env.Developer();
+  Json flux = UploadFolder(env, dev, kFlux);
+  Json sd = UploadFolder(env, dev, kSd15);
+  auto submit = [&](const Json& files, const Json& params) {
+    return env.Post("/v1/jobs", dev,
+                    {{"kind", "lora-sd"},
+                     {"params", params},
+                     {"model", {{"files", files}}},
+                     {"dataset", Dataset(env, dev)}});
+  };
+  // FLUX: flow-matching fields with their defaults; none of the DDPM ones.
+  Resp ok = submit(flux, {{"steps", 10}, {"weighting_scheme", "logit_normal"}});
+  REQUIRE(ok.status == 201);
+  const Json& p = ok.json["params"];
+  CHECK(p["weighting_scheme"] == "logit_normal");
+  CHECK(p["guidance"] == 1.0);
+  CHECK(p["max_sequence_length"] == 512);
+  CHECK(p["lora_targets"] == "default");
+  CHECK_FALSE(p.contains("prediction_type"));
+  // A DDPM field on a FLUX model, and a FLUX field on a UNet, are refused naming the field.
+  Resp mixed = submit(flux, {{"steps", 10}, {"prediction_type", "v_prediction"}});
+  CHECK(mixed.status == 400);
+  CHECK(mixed.json["error"]["message"].get<std::string>().find(
+            "params.prediction_type does not apply to a FLUX model") != std::string::npos);
+  Resp wrong = submit(sd, {{"steps", 10}, {"weighting_scheme", "cosmap"}});
+  CHECK(wrong.status == 400);
+  CHECK(wrong.json["error"]["message"].get<std::string>().find(
+            "params.weighting_scheme applies to FLUX models only") != std::string::npos);
+  // A FLUX folder without its T5 tokenizer names what is missing.
+  std::vector<std::string> partial(kFlux.begin(), kFlux.end() - 1);
+  Resp missing = submit(UploadFolder(env, dev, partial), {{"steps", 10}});
+  CHECK(missing.status == 400);
+  CHECK(missing.json["error"]["message"].get<std::string>().find(
+            "not a diffusers FLUX folder: missing tokenizer_2/tokenizer.json") !=
+        std::string::npos);
+}
