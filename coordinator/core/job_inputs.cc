@@ -73,10 +73,10 @@ Status ReadModelFiles(const Json& model, const Json* config,
 
 }  // namespace
 
-ModelFamily ModelFamilyOfSpec(const Json& parts) {
+ModelFamily ModelFamilyOfSpec(const Json& job) {
   const Json* files = nullptr;
-  if (parts.contains("model") && parts["model"].is_object() && parts["model"].contains("files")) {
-    files = &parts["model"]["files"];
+  if (job.contains("model") && job["model"].is_object() && job["model"].contains("files")) {
+    files = &job["model"]["files"];
   }
   if (files == nullptr || !files->is_array()) return ModelFamily::kSdUnet;
   for (const Json& f : *files) {

@@ -24,9 +24,10 @@ struct InputRef {
 // Reads a sha256 field: 64 hex characters, returned lowercase.
 bool ReadSha256(FieldReader& r, const char* key, std::string* out, const std::string& prefix);
 
-// The family of a job's model from the stored spec parts ReadInput wrote ({"model": ...}): a
-// diffusers folder with transformer/ files is FLUX; anything else (a UNet file) an SD UNet.
-ModelFamily ModelFamilyOfSpec(const Json& parts);
+// The family of a job's model from a submission body or stored spec ({"model": {"files": ...}}):
+// a diffusers folder with transformer/ files is FLUX; anything else (a UNet file) an SD UNet.
+// Reads only well-typed paths (the files are checked by ReadInput).
+ModelFamily ModelFamilyOfSpec(const Json& job);
 
 // Reads body[field]; appends its uploads to refs and sets *spec_out to what the stored spec
 // keeps (uris with their blob keys, sha256, sizes, config). with_config: the single-file model

@@ -157,9 +157,19 @@ Plan HandleCreateJob(CtxPtr ctx) {
     return Plan::Fail(
         Status::Invalid("unknown job kind '" + kind + "' (known: synthetic, lora-sd)"));
   }
-  // The inputs first: the model's files say its family, which decides the params that apply.
+  // The model's files say its family (transformer/: FLUX), which decides the params that apply.
+  // Params are checked before the inputs, so a message names the param at fault first.
+  Result<Json> norm = NormalizeParams(kind, *params, ModelFamilyOfSpec(ctx->body));
+  if (!norm.ok()) return Plan::Fail(norm.status());
+  int64_t steps = (*norm)["steps"].get<int64_t>();
+
+  Json spec = {{"kind", kind},
+               {"params", *norm},
+               {"requirements", {{"min_vram_mb", min_vram}}},
+               {"priority", priority},
+               {"max_failures", max_failures},
+               {"verify_fraction", verify_fraction}};
   std::vector<InputRef> inputs;
-  Json parts = Json::object();
   for (const char* field : {"model", "dataset"}) {
     bool present = r.Has(field);
     if (!present && JobKindNeedsInputs(kind)) {
@@ -170,19 +180,8 @@ Plan HandleCreateJob(CtxPtr ctx) {
     Status st = ReadInput(ctx->body, field, std::string(field) == "model" && kind == "lora-sd",
                           config, &inputs, &spec_part);
     if (!st.ok()) return Plan::Fail(st);
-    parts[field] = spec_part;
+    spec[field] = spec_part;
   }
-  Result<Json> norm = NormalizeParams(kind, *params, ModelFamilyOfSpec(parts));
-  if (!norm.ok()) return Plan::Fail(norm.status());
-  int64_t steps = (*norm)["steps"].get<int64_t>();
-
-  Json spec = {{"kind", kind},
-               {"params", *norm},
-               {"requirements", {{"min_vram_mb", min_vram}}},
-               {"priority", priority},
-               {"max_failures", max_failures},
-               {"verify_fraction", verify_fraction}};
-  for (auto it = parts.begin(); it != parts.end(); ++it) spec[it.key()] = it.value();
   std::string idem = ctx->req.Header("idempotency-key");
   if (idem.size() > 200)
     return Plan::Fail(Status::Invalid("Idempotency-Key is longer than 200 bytes"));
