@@ -1026,6 +1026,38 @@ test("model folders: checked at submission in one statement, one download URL pe
   }
 });
 
+test("model families: a folder with transformer/ is FLUX; params of the other family are 400 naming the field", async () => {
+  const dev = developer();
+  try {
+    const file = (path) => ({ path, uri: "blob://uploads/u0000000000000000/f", sha256: sha256(Buffer.from(path)), size: path.length });
+    const sd = ["model_index.json", "unet/config.json", "unet/diffusion_pytorch_model.safetensors",
+      "vae/config.json", "vae/diffusion_pytorch_model.safetensors", "text_encoder/config.json",
+      "text_encoder/model.safetensors", "tokenizer/vocab.json", "tokenizer/merges.txt"];
+    const flux = ["model_index.json", "transformer/config.json", "transformer/diffusion_pytorch_model.safetensors",
+      "vae/config.json", "vae/diffusion_pytorch_model.safetensors", "text_encoder/config.json",
+      "text_encoder/model.safetensors", "tokenizer/vocab.json", "tokenizer/merges.txt",
+      "text_encoder_2/config.json", "text_encoder_2/model.safetensors", "tokenizer_2/tokenizer.json"];
+    const submit = (paths, params) => dev.submit({
+      kind: "lora-sd", params: { steps: 5, ...params },
+      model: { files: paths.map(file) }, dataset: { uri: "blob://uploads/u0000000000000000/d", sha256: sha256(Buffer.from("d")) },
+    });
+    const ddpmOnFlux = await submit(flux, { prediction_type: "v_prediction" });
+    expectError(ddpmOnFlux, 400, "bad_request");
+    assert.match(ddpmOnFlux.json.error.message, /^params\.prediction_type does not apply to a FLUX model/);
+    const fluxOnSd = await submit(sd, { weighting_scheme: "logit_normal" });
+    expectError(fluxOnSd, 400, "bad_request");
+    assert.equal(fluxOnSd.json.error.message, "params.weighting_scheme applies to FLUX models only (this job's model is an SD/SDXL UNet)");
+    const badScheme = await submit(flux, { weighting_scheme: "sigma" });
+    expectError(badScheme, 400, "bad_request");
+    assert.match(badScheme.json.error.message, /^params\.weighting_scheme must be one of: none, sigma_sqrt, logit_normal, mode, cosmap/);
+    const noTokenizer = await submit(flux.slice(0, -1), {});
+    expectError(noTokenizer, 400, "bad_request");
+    assert.equal(noTokenizer.json.error.message, "model.files: not a diffusers FLUX folder: missing tokenizer_2/tokenizer.json");
+  } finally {
+    await dev.cleanup();
+  }
+});
+
 // Its own server: model-hosts set through the environment, as an operator would.
 test("model hosts: a model file url is accepted only on a host the operator allows", { skip: !!external }, async () => {
   const env = { GLEANER_MODEL_HOSTS: "models.example, Mirror.Example" };
