@@ -228,6 +228,7 @@ Result<LoraSdParams> LoraSdParams::Parse(const Json& params, ModelFamily family)
                                       "guidance",
                                       "max_sequence_length",
                                       "lora_targets",
+                                      "resolution",
                                       nullptr};
   static const char* const kPrecision[] = {"no", "fp16", "bf16", nullptr};
   static const char* const kBasePrecision[] = {"auto", "fp8", nullptr};
@@ -284,6 +285,9 @@ Result<LoraSdParams> LoraSdParams::Parse(const Json& params, ModelFamily family)
   r.String("instance_prompt", &p.instance_prompt, false, 4096);
   r.String("class_prompt", &p.class_prompt, false, 4096);
   r.Int("num_class_images", &p.num_class_images, false, 1, kMaxClassImages);
+  if (r.Int("resolution", &p.resolution, false, 64, 4096) && p.resolution % 64 != 0) {
+    return Status::Invalid("params.resolution must be a multiple of 64 in [64, 4096]");
+  }
   if (r.ok() && p.num_class_images > 0 && p.class_prompt.empty()) {
     return Status::Invalid(
         "params.num_class_images needs params.class_prompt (the prompt missing class images are "
@@ -339,6 +343,7 @@ Json LoraSdParams::ToJson() const {
   if (!instance_prompt.empty()) out["instance_prompt"] = instance_prompt;
   if (!class_prompt.empty()) out["class_prompt"] = class_prompt;
   if (num_class_images > 0) out["num_class_images"] = num_class_images;
+  if (resolution > 0) out["resolution"] = resolution;
   if (has_train_text_encoder) out["train_text_encoder"] = train_text_encoder;
   if (has_text_encoder_lr) out["text_encoder_lr"] = text_encoder_lr;
   for (const auto& field : samples.items()) out[field.key()] = field.value();

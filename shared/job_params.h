@@ -95,6 +95,9 @@ struct LoraSdParams {
   // Image datasets (kept in the spec only when given): the caption of an image without a .txt,
   // the class folder's caption, and LoRA on the text encoders.
   std::string instance_prompt, class_prompt;  // up to 4096 bytes; "" = not given
+  // The training size of photos in pixels (square; 64..4096, a multiple of 64); 0 = not given:
+  // the model's native size (SD 1.5 512, SDXL and FLUX.1 1024).
+  int64_t resolution = 0;
   // Prior preservation: class images wanted in all; those the dataset lacks are generated from
   // class_prompt with the base model before training (needs class_prompt). 0 = not given.
   int64_t num_class_images = 0;  // 1..kMaxClassImages

@@ -222,3 +222,17 @@ TEST_CASE("lora-sd params: each family takes its own fields", "[params]") {
       NormalizeParams("lora-sd", {{"steps", 10}, {"max_sequence_length", 513}}, ModelFamily::kFlux)
           .ok());
 }
+
+TEST_CASE("lora-sd params: resolution is kept only when given, a multiple of 64", "[params]") {
+  Result<Json> none = NormalizeParams("lora-sd", {{"steps", 10}});
+  REQUIRE(none.ok());
+  CHECK_FALSE(none->contains("resolution"));
+  Result<Json> some = NormalizeParams("lora-sd", {{"steps", 10}, {"resolution", 768}});
+  REQUIRE(some.ok());
+  CHECK((*some)["resolution"] == 768);
+  for (int64_t bad : {0, 32, 100, 4160}) {
+    Result<Json> r = NormalizeParams("lora-sd", {{"steps", 10}, {"resolution", bad}});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().message().find("params.resolution") == 0);
+  }
+}
