@@ -3,10 +3,21 @@
 #include <map>
 #include <set>
 
+#include "agent/train/nn/torch_compat.h"
+
 namespace gleaner::train::flux {
 namespace {
 
 const std::string kPrefix = "model.diffusion_model.";
+
+// torch::cat on dim 0, also for fp8 tensors (concatenated as bytes: not every libtorch has a
+// float8 cat).
+torch::Tensor Cat(const std::vector<torch::Tensor>& parts) {
+  if (parts.empty() || !IsFp8(parts[0])) return torch::cat(parts, 0);
+  std::vector<torch::Tensor> bytes;
+  for (const torch::Tensor& t : parts) bytes.push_back(t.view(torch::kUInt8));
+  return torch::cat(bytes, 0).view(parts[0].scalar_type());
+}
 
 bool StartsWith(const std::string& s, const std::string& start) {
   return s.rfind(start, 0) == 0;
@@ -197,7 +208,7 @@ Result<TensorMap> DiffusersFromSingleFile(const TensorMap& w) {
       if (!mod.ok()) return mod.status();
       std::vector<torch::Tensor> shift_scale = mod->chunk(2, 0);
       out[std::string("norm_out.linear") + suffix] =
-          torch::cat({shift_scale[1], shift_scale[0]}, 0);
+          Cat({shift_scale[1], shift_scale[0]});
       for (const BflModule& m : FluxBlockModules(*c)) {
         Result<torch::Tensor> t = take(m.bfl + suffix);
         if (!t.ok()) return t.status();
@@ -253,7 +264,7 @@ Result<TensorMap> SingleFileFromDiffusers(const TensorMap& w, const FluxConfig& 
       if (!mod.ok()) return mod.status();
       std::vector<torch::Tensor> scale_shift = mod->chunk(2, 0);
       out[p + "final_layer.adaLN_modulation.1" + suffix] =
-          torch::cat({scale_shift[1], scale_shift[0]}, 0);
+          Cat({scale_shift[1], scale_shift[0]});
       for (const BflModule& m : FluxBlockModules(c)) {
         std::vector<torch::Tensor> parts;
         for (const std::string& d : m.diffusers) {
@@ -261,7 +272,7 @@ Result<TensorMap> SingleFileFromDiffusers(const TensorMap& w, const FluxConfig& 
           if (!t.ok()) return t.status();
           parts.push_back(*t);
         }
-        out[p + m.bfl + suffix] = parts.size() == 1 ? parts[0] : torch::cat(parts, 0);
+        out[p + m.bfl + suffix] = parts.size() == 1 ? parts[0] : Cat(parts);
       }
     }
     for (const auto& [d, b] : NormRenames(c)) {
