@@ -27,8 +27,8 @@ Status RunFluxForward(const FluxForwardArgs& a) {
   if (a.config == nullptr && !single_file) {
     return Status::Invalid(a.weights + ": not a FLUX single file, so --config is needed");
   }
-  Result<flux::FluxConfig> cfg = a.config != nullptr ? flux::ParseFluxConfig(*a.config)
-                                                     : flux::InferFluxConfig(*weights);
+  Result<flux::FluxConfig> cfg =
+      a.config != nullptr ? flux::ParseFluxConfig(*a.config) : flux::InferFluxConfig(*weights);
   if (!cfg.ok()) return cfg.status();
   if (single_file) {
     Result<TensorMap> conv = flux::DiffusersFromSingleFile(*weights);
@@ -37,14 +37,15 @@ Status RunFluxForward(const FluxForwardArgs& a) {
   }
   Result<TensorMap> inputs = LoadSafetensors(a.inputs);
   if (!inputs.ok()) return inputs.status();
-  std::vector<const char*> need = {"hidden_states", "encoder_hidden_states", "pooled_projections",
-                                   "timestep", "img_ids", "txt_ids"};
+  std::vector<const char*> need = {
+      "hidden_states", "encoder_hidden_states", "pooled_projections", "timestep", "img_ids",
+      "txt_ids"};
   if (cfg->guidance_embeds) need.push_back("guidance");
   for (const char* k : need) {
     if (!inputs->count(k)) {
-      return Status::Invalid(a.inputs + ": missing tensor " + k +
-                             (std::string(k) == "guidance" ? " (the config has guidance_embeds)"
-                                                           : ""));
+      return Status::Invalid(
+          a.inputs + ": missing tensor " + k +
+          (std::string(k) == "guidance" ? " (the config has guidance_embeds)" : ""));
     }
   }
   torch::Tensor r;

@@ -60,8 +60,8 @@ Status RunForward(const ForwardArgs& a) {
   torch::Device device = torch::kCPU;
   c10::ScalarType dtype = torch::kFloat32;
   GLEANER_RETURN_IF_ERROR(ResolveDevice(a, &device, &dtype));
-  FluxForwardArgs fa{nullptr, a.weights, a.inputs, a.lora, a.grad_weights, a.out, a.device,
-                     a.dtype};
+  FluxForwardArgs fa{nullptr,        a.weights, a.inputs, a.lora,
+                     a.grad_weights, a.out,     a.device, a.dtype};
   if (a.config.empty()) return RunFluxForward(fa);  // a FLUX single file, or an error
   Result<std::string> text = ReadFile(a.config);
   if (!text.ok()) return text.status();

@@ -39,7 +39,7 @@ struct Conditioning {
 
 // How training noises latents and what the output is regressed onto (training/objective.h).
 enum class ObjectiveKind {
-  kDdpm,      // discrete DDPM timesteps; target ε or v (the job's prediction_type)
+  kDdpm,       // discrete DDPM timesteps; target ε or v (the job's prediction_type)
   kFlowMatch,  // rectified flow: x_t = (1-σ)x + σε, t = σ in [0,1]; target ε - x (FLUX)
 };
 

@@ -271,7 +271,8 @@ void PutFused(const KohyaFused& f, const std::vector<torch::Tensor>& a,
   const int64_t r = downs[0].size(0);
   torch::Tensor up = torch::zeros({total, down.size(0)}, down.options());
   for (size_t q = 0; q < ups.size(); ++q) {
-    up.narrow(0, ups[q].first, ups[q].second.size(0)).narrow(1, int64_t(q) * r, r)
+    up.narrow(0, ups[q].first, ups[q].second.size(0))
+        .narrow(1, int64_t(q) * r, r)
         .copy_(ups[q].second);
   }
   (*out)[LoraKey(LoraFormat::kKohya, prefixes, f.path, LoraPart::kA)] = down;

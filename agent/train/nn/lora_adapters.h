@@ -98,8 +98,7 @@ class LoraAdapters {
     std::vector<std::string> keys;
   };
   Status ReadTarget(size_t i, const TensorMap& file, LoraFormat format, FileAdapter* out) const;
-  Status ReadFused(const KohyaFused& f, const TensorMap& file,
-                   std::vector<FileAdapter>* out) const;
+  Status ReadFused(const KohyaFused& f, const TensorMap& file, std::vector<FileAdapter>* out) const;
   bool IsFused(size_t i) const;
 
   LoraPrefixes prefixes_;

@@ -9,8 +9,8 @@
 #include "agent/train/models/flux/flux_transformer.h"
 #include "agent/train/models/loader/denoisers.h"
 #include "agent/train/nn/torch_compat.h"
-#include "shared/safetensors.h"
 #include "ref_test_util.h"
+#include "shared/safetensors.h"
 #include "train_test_util.h"  // Catch2, via the CHECK fix-up
 
 using namespace gleaner;
@@ -18,10 +18,10 @@ using namespace gleaner::train::testing;
 
 namespace {
 
-#define SKIP_WITHOUT_FLUX_FIXTURE(dir)                                              \
-  std::string dir = ::gleaner::train::testing::FixtureDir("flux-ref-a");            \
-  if (dir.empty()) {                                                                \
-    GLEANER_SKIP("fixtures not found under " GLEANER_FIXTURES_DIR "/flux-ref-a");   \
+#define SKIP_WITHOUT_FLUX_FIXTURE(dir)                                            \
+  std::string dir = ::gleaner::train::testing::FixtureDir("flux-ref-a");          \
+  if (dir.empty()) {                                                              \
+    GLEANER_SKIP("fixtures not found under " GLEANER_FIXTURES_DIR "/flux-ref-a"); \
   }
 
 flux::FluxConfig MustFluxConfig(const std::string& path) {
@@ -63,8 +63,7 @@ TEST_CASE("FLUX transformer forward matches the diffusers reference", "[flux][fi
   SKIP_WITHOUT_FLUX_FIXTURE(dir);
   FluxFixture f = LoadFlux(dir);
   torch::NoGradGuard no_grad;
-  CheckClose("sample", f.Forward(), MustLoad(dir + "/output.safetensors").at("sample"), 1e-4,
-             1e-5);
+  CheckClose("sample", f.Forward(), MustLoad(dir + "/output.safetensors").at("sample"), 1e-4, 1e-5);
 }
 
 TEST_CASE("FLUX single-file layout: detected, config inferred, converted both ways",
@@ -155,9 +154,10 @@ TEST_CASE("FLUX LoRA forward and gradients match the reference, with and without
   }
 }
 
-TEST_CASE("FLUX fresh LoRA: the fixture's names for the default targets, every block Linear "
-          "for all",
-          "[flux][fixture]") {
+TEST_CASE(
+    "FLUX fresh LoRA: the fixture's names for the default targets, every block Linear "
+    "for all",
+    "[flux][fixture]") {
   SKIP_WITHOUT_FLUX_FIXTURE(dir);
   FluxFixture f = LoadFlux(dir);
   Result<DenoiserLora> lora =
@@ -260,8 +260,8 @@ namespace {
 TensorMap MergeKohya(TensorMap bfl, const TensorMap& kohya) {
   for (const auto& [key, down] : kohya) {
     const std::string suffix = ".lora_down.weight";
-    if (key.size() < suffix.size() || key.compare(key.size() - suffix.size(), suffix.size(),
-                                                   suffix) != 0) {
+    if (key.size() < suffix.size() ||
+        key.compare(key.size() - suffix.size(), suffix.size(), suffix) != 0) {
       continue;
     }
     std::string stem = key.substr(0, key.size() - suffix.size());
@@ -440,9 +440,9 @@ TEST_CASE("gleaner-train forward runs FLUX: diffusers or single-file weights, Lo
   CHECK(RelL2(MustLoad(tmp / "bfl_out.safetensors").at("sample"),
               MustLoad(dir + "/output.safetensors").at("sample")) <= 1e-5);
   // diffusers weights without a config: one line saying so.
-  text::testing::CliRun run = RunTrainCli(
-      {"forward", "--weights", dir + "/weights.safetensors", "--inputs",
-       dir + "/inputs.safetensors", "--out", tmp / "x.safetensors"});
+  text::testing::CliRun run =
+      RunTrainCli({"forward", "--weights", dir + "/weights.safetensors", "--inputs",
+                   dir + "/inputs.safetensors", "--out", tmp / "x.safetensors"});
   CHECK(run.code != 0);
   CHECK(run.err.find("not a FLUX single file, so --config is needed") != std::string::npos);
 }

@@ -19,8 +19,8 @@ Rope RopeTable(const Tensor& ids_in, const std::vector<int>& axes_dims, double t
     const int64_t dim = axes_dims[i];
     // freqs_j = theta^(-2j/dim); angles [L, dim/2] in float64, as diffusers computes them.
     Tensor freqs = 1.0 / torch::pow(theta, torch::arange(0, dim, 2, f64) / double(dim));
-    Tensor angles = torch::outer(ids.select(1, int64_t(i)).to(torch::kFloat32).to(torch::kFloat64),
-                                 freqs);
+    Tensor angles =
+        torch::outer(ids.select(1, int64_t(i)).to(torch::kFloat32).to(torch::kFloat64), freqs);
     cos.push_back(angles.cos().repeat_interleave(2, 1).to(torch::kFloat32));
     sin.push_back(angles.sin().repeat_interleave(2, 1).to(torch::kFloat32));
   }
@@ -137,12 +137,12 @@ Tensor DoubleBlock::Run(const Tensor& x, const Tensor& temb) {
   auto per_head = [&](FluxRmsNormImpl& n, const Tensor& y) {
     return n.forward(y.reshape({y.size(0), y.size(1), heads_, head_dim_})).flatten(2);
   };
-  Tensor q = torch::cat({per_head(*norm_added_q_, add_q_->forward(txt_n)),
-                         per_head(*norm_q_, to_q_->forward(img_n))},
-                        1);
-  Tensor k = torch::cat({per_head(*norm_added_k_, add_k_->forward(txt_n)),
-                         per_head(*norm_k_, to_k_->forward(img_n))},
-                        1);
+  Tensor q = torch::cat(
+      {per_head(*norm_added_q_, add_q_->forward(txt_n)), per_head(*norm_q_, to_q_->forward(img_n))},
+      1);
+  Tensor k = torch::cat(
+      {per_head(*norm_added_k_, add_k_->forward(txt_n)), per_head(*norm_k_, to_k_->forward(img_n))},
+      1);
   Tensor v = torch::cat({add_v_->forward(txt_n), to_v_->forward(img_n)}, 1);
   Tensor a = Attend(q, k, v);
   Tensor img_a = to_out_->forward(a.narrow(1, t, a.size(1) - t));

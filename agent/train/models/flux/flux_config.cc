@@ -28,7 +28,8 @@ bool IsFluxConfig(const Json& j) {
 Result<FluxConfig> ParseFluxConfig(const Json& j) {
   if (!j.is_object()) return Status::Invalid("config must be a JSON object");
   auto cls = j.find("_class_name");
-  if (cls != j.end() && !(cls->is_string() && cls->get<std::string>() == "FluxTransformer2DModel")) {
+  if (cls != j.end() &&
+      !(cls->is_string() && cls->get<std::string>() == "FluxTransformer2DModel")) {
     return Status::Invalid("config._class_name must be FluxTransformer2DModel");
   }
   FluxConfig c;

@@ -24,9 +24,9 @@ struct FluxConfig {
   int num_single_layers = 38;
   int attention_head_dim = 128;
   int num_attention_heads = 24;
-  int joint_attention_dim = 4096;  // T5 hidden size
-  int pooled_projection_dim = 768;  // CLIP-L pooled size
-  bool guidance_embeds = true;      // FLUX.1-dev: guidance is an input
+  int joint_attention_dim = 4096;                  // T5 hidden size
+  int pooled_projection_dim = 768;                 // CLIP-L pooled size
+  bool guidance_embeds = true;                     // FLUX.1-dev: guidance is an input
   std::vector<int> axes_dims_rope = {16, 56, 56};  // sums to attention_head_dim
 
   int64_t inner_dim() const { return int64_t(num_attention_heads) * attention_head_dim; }

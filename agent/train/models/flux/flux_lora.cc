@@ -18,10 +18,18 @@ bool EndsWith(const std::string& s, const std::string& end) {
 }  // namespace
 
 const std::vector<std::string>& DiffusersLoraTargetSuffixes() {
-  static const std::vector<std::string> k = {
-      "attn.to_k",       "attn.to_q",       "attn.to_v",       "attn.to_out.0",
-      "attn.add_k_proj", "attn.add_q_proj", "attn.add_v_proj", "attn.to_add_out",
-      "ff.net.0.proj",   "ff.net.2",        "ff_context.net.0.proj", "ff_context.net.2"};
+  static const std::vector<std::string> k = {"attn.to_k",
+                                             "attn.to_q",
+                                             "attn.to_v",
+                                             "attn.to_out.0",
+                                             "attn.add_k_proj",
+                                             "attn.add_q_proj",
+                                             "attn.add_v_proj",
+                                             "attn.to_add_out",
+                                             "ff.net.0.proj",
+                                             "ff.net.2",
+                                             "ff_context.net.0.proj",
+                                             "ff_context.net.2"};
   return k;
 }
 
@@ -122,10 +130,10 @@ std::map<std::string, std::string> FluxLoraMetadata(const FluxConfig& c, FluxLor
   if (targets == FluxLoraTargets::kAll) {
     modules += ",norm1.linear,norm1_context.linear,norm.linear,proj_mlp,proj_out";
   }
-  return {{"target_modules", modules},
-          {"ss_base_model_version", "flux1"},
-          {"modelspec.architecture",
-           c.guidance_embeds ? "flux-1-dev/lora" : "flux-1-schnell/lora"}};
+  return {
+      {"target_modules", modules},
+      {"ss_base_model_version", "flux1"},
+      {"modelspec.architecture", c.guidance_embeds ? "flux-1-dev/lora" : "flux-1-schnell/lora"}};
 }
 
 }  // namespace gleaner::train::flux

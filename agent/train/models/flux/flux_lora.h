@@ -37,8 +37,7 @@ bool IsDefaultLoraTarget(const std::string& module);
 
 // The transformer's adapters (not yet attached), for writing (file == nullptr: the `targets`
 // choice) or for reading `file` (the block Linears the file names).
-LoraAdapters FluxLoraAdapters(FluxTransformer& net, FluxLoraTargets targets,
-                              const TensorMap* file);
+LoraAdapters FluxLoraAdapters(FluxTransformer& net, FluxLoraTargets targets, const TensorMap* file);
 // target_modules, and kohya's ss_base_model_version / modelspec.architecture.
 std::map<std::string, std::string> FluxLoraMetadata(const FluxConfig& c, FluxLoraTargets targets);
 

@@ -16,8 +16,8 @@ Tensor PackLatents(const Tensor& x) {
 Tensor UnpackLatents(const Tensor& t, int64_t h, int64_t w) {
   TORCH_CHECK(t.dim() == 3 && h % 2 == 0 && w % 2 == 0 && t.size(1) == (h / 2) * (w / 2) &&
                   t.size(2) % 4 == 0,
-              "tokens [B, ", (h / 2) * (w / 2), ", 4C] expected for a ", h, "x", w,
-              " latent, got ", t.sizes());
+              "tokens [B, ", (h / 2) * (w / 2), ", 4C] expected for a ", h, "x", w, " latent, got ",
+              t.sizes());
   const int64_t b = t.size(0), c = t.size(2) / 4;
   return t.reshape({b, h / 2, w / 2, c, 2, 2}).permute({0, 3, 1, 4, 2, 5}).reshape({b, c, h, w});
 }

@@ -17,7 +17,6 @@ torch::Tensor PackLatents(const torch::Tensor& latents);
 // [B,(h/2)(w/2),4C] -> [B,C,h,w]
 torch::Tensor UnpackLatents(const torch::Tensor& tokens, int64_t h, int64_t w);
 // [rows*cols, 3] fp32: (0, row, col) in row-major order (rows = h/2, cols = w/2).
-torch::Tensor LatentImageIds(int64_t rows, int64_t cols,
-                             const torch::Device& device = torch::kCPU);
+torch::Tensor LatentImageIds(int64_t rows, int64_t cols, const torch::Device& device = torch::kCPU);
 
 }  // namespace gleaner::train::flux

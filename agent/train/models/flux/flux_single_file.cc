@@ -122,8 +122,8 @@ std::vector<BflModule> FluxBlockModules(const FluxConfig& c) {
     std::string t = "single_transformer_blocks." + std::to_string(i) + ".";
     std::string o = "single_blocks." + std::to_string(i) + ".";
     out.push_back({o + "modulation.lin", {t + "norm.linear"}});
-    out.push_back({o + "linear1",
-                   {t + "attn.to_q", t + "attn.to_k", t + "attn.to_v", t + "proj_mlp"}});
+    out.push_back(
+        {o + "linear1", {t + "attn.to_q", t + "attn.to_k", t + "attn.to_v", t + "proj_mlp"}});
     out.push_back({o + "linear2", {t + "proj_out"}});
   }
   return out;
@@ -153,7 +153,8 @@ Result<FluxConfig> InferFluxConfig(const TensorMap& w) {
   auto shape = [&](const std::string& key, int64_t dim) -> Result<int64_t> {
     Result<torch::Tensor> t = Need(w, p + key);
     if (!t.ok()) return t.status();
-    if (t->dim() <= dim) return Status::Invalid("FLUX single file: " + p + key + " has too few dims");
+    if (t->dim() <= dim)
+      return Status::Invalid("FLUX single file: " + p + key + " has too few dims");
     return t->size(dim);
   };
   Result<int64_t> inner = shape("img_in.weight", 0), in = shape("img_in.weight", 1);
@@ -207,8 +208,7 @@ Result<TensorMap> DiffusersFromSingleFile(const TensorMap& w) {
       Result<torch::Tensor> mod = take(std::string("final_layer.adaLN_modulation.1") + suffix);
       if (!mod.ok()) return mod.status();
       std::vector<torch::Tensor> shift_scale = mod->chunk(2, 0);
-      out[std::string("norm_out.linear") + suffix] =
-          Cat({shift_scale[1], shift_scale[0]});
+      out[std::string("norm_out.linear") + suffix] = Cat({shift_scale[1], shift_scale[0]});
       for (const BflModule& m : FluxBlockModules(*c)) {
         Result<torch::Tensor> t = take(m.bfl + suffix);
         if (!t.ok()) return t.status();
@@ -263,8 +263,7 @@ Result<TensorMap> SingleFileFromDiffusers(const TensorMap& w, const FluxConfig& 
       Result<torch::Tensor> mod = need(std::string("norm_out.linear") + suffix);
       if (!mod.ok()) return mod.status();
       std::vector<torch::Tensor> scale_shift = mod->chunk(2, 0);
-      out[p + "final_layer.adaLN_modulation.1" + suffix] =
-          Cat({scale_shift[1], scale_shift[0]});
+      out[p + "final_layer.adaLN_modulation.1" + suffix] = Cat({scale_shift[1], scale_shift[0]});
       for (const BflModule& m : FluxBlockModules(c)) {
         std::vector<torch::Tensor> parts;
         for (const std::string& d : m.diffusers) {

@@ -2,8 +2,8 @@
 // Forge hold it, with or without the "model.diffusion_model." prefix) and its mapping to
 // diffusers' FluxTransformer2DModel names:
 //   img_in, txt_in, time_in / vector_in / guidance_in.{in,out}_layer, final_layer.linear  renames
-//   final_layer.adaLN_modulation.1       (shift, scale): diffusers' norm_out.linear is (scale, shift)
-//   double_blocks.N.{img,txt}_attn.qkv   q, k, v stacked on dim 0 (to_q/k/v, add_q/k/v_proj)
+//   final_layer.adaLN_modulation.1       (shift, scale): diffusers' norm_out.linear is (scale,
+//   shift) double_blocks.N.{img,txt}_attn.qkv   q, k, v stacked on dim 0 (to_q/k/v, add_q/k/v_proj)
 //   double_blocks.N.{img,txt}_mod.lin, _attn.proj, _mlp.{0,2}, _attn.norm.{query,key}_norm.scale
 //   single_blocks.N.linear1              q, k, v, proj_mlp stacked on dim 0
 //   single_blocks.N.linear2, modulation.lin, norm.{query,key}_norm.scale

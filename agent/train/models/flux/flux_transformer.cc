@@ -76,16 +76,14 @@ void FluxTransformer::Build(bool hollow) {
   text_2_ = linear("time_text_embed.text_embedder.linear_2", d, d);
   context_embedder_ = linear("context_embedder", c.joint_attention_dim, d);
   for (int i = 0; i < c.num_layers; ++i) {
-    double_.push_back(Add("transformer_blocks." + std::to_string(i),
-                          std::make_shared<DoubleBlock>(d, c.num_attention_heads,
-                                                        c.attention_head_dim),
-                          hollow));
+    double_.push_back(
+        Add("transformer_blocks." + std::to_string(i),
+            std::make_shared<DoubleBlock>(d, c.num_attention_heads, c.attention_head_dim), hollow));
   }
   for (int i = 0; i < c.num_single_layers; ++i) {
-    single_.push_back(Add("single_transformer_blocks." + std::to_string(i),
-                          std::make_shared<SingleBlock>(d, c.num_attention_heads,
-                                                        c.attention_head_dim),
-                          hollow));
+    single_.push_back(
+        Add("single_transformer_blocks." + std::to_string(i),
+            std::make_shared<SingleBlock>(d, c.num_attention_heads, c.attention_head_dim), hollow));
   }
   norm_out_ = linear("norm_out.linear", d, 2 * d);
   proj_out_ = linear("proj_out", d, int64_t(c.patch_size) * c.patch_size * c.out_channels);
@@ -124,7 +122,7 @@ Tensor FluxTransformer::forward(const Tensor& hidden_states, const Tensor& encod
     Tensor g = PerSample(guidance, b, "guidance").to(h.scalar_type()) * 1000;
     temb = temb + Mlp(guidance_1_, guidance_2_, TimeProjection(g).to(pooled.scalar_type()));
   }
-  temb = temb + Mlp(text_1_, text_2_, pooled);  // [B,D]
+  temb = temb + Mlp(text_1_, text_2_, pooled);                        // [B,D]
   Tensor ctx = BaseLinear(context_embedder_, encoder_hidden_states);  // [B,T,D]
   rope_ = RopeTable(torch::cat({txt_ids2, img_ids2}, 0).to(h.device()), c.axes_dims_rope);
   // The joint sequence [text; image] through the double-stream, then the single-stream blocks.

@@ -64,8 +64,8 @@ class FluxTransformer : public torch::nn::Module {
   std::map<std::string, std::vector<int64_t>> shapes_;
   torch::nn::Linear x_embedder_{nullptr}, context_embedder_{nullptr}, proj_out_{nullptr},
       norm_out_{nullptr};
-  torch::nn::Linear time_1_{nullptr}, time_2_{nullptr}, guidance_1_{nullptr},
-      guidance_2_{nullptr}, text_1_{nullptr}, text_2_{nullptr};
+  torch::nn::Linear time_1_{nullptr}, time_2_{nullptr}, guidance_1_{nullptr}, guidance_2_{nullptr},
+      text_1_{nullptr}, text_2_{nullptr};
   std::vector<std::shared_ptr<DoubleBlock>> double_;
   std::vector<std::shared_ptr<SingleBlock>> single_;
   Rope rope_;  // of the last forward (the blocks' recomputation reads it)
