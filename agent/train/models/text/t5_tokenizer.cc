@@ -290,7 +290,10 @@ Result<T5Tokenizer> T5Tokenizer::FromJson(std::string_view tokenizer_json,
                                           const std::string& name) {
   auto fail = [&](const Status& s) { return Status::Invalid(name + ": " + s.message()); };
   Result<Json> j = ParseJson(tokenizer_json, 64);
-  if (!j.ok()) return fail(j.status());
+  if (!j.ok()) {
+    const std::string& m = j.status().message();
+    return fail(Status::Invalid(m.rfind("body ", 0) == 0 ? m.substr(5) : m));
+  }
   if (!j->is_object()) return fail(Status::Invalid("not a JSON object"));
   auto field = [&](const char* key) -> const Json& {
     static const Json kNull;
