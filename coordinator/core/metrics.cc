@@ -32,7 +32,8 @@ Plan HandleMetrics(CtxPtr ctx) {
     if (!res.status.ok()) return DbFail(res.status);
     std::string out;
     Family(&out, "gleaner_jobs", "gauge", "Jobs by state.");
-    for (const char* state : {"pending", "running", "completed", "failed", "canceled"}) {
+    for (const char* state :
+         {"pending", "running", "verifying", "completed", "failed", "canceled"}) {
       int64_t n = 0;
       for (const auto& row : res.results[0].rows) {
         if (row[0].AsText() == state) n = row[1].AsInt();

@@ -151,7 +151,8 @@ const char* const kVerificationOpenToNode =
     "NOT EXISTS (SELECT 1 FROM segments s WHERE s.job_id = v.job_id AND s.node_id = ?2 AND "
     "s.started_at >= v.created_at AND s.step_end >= v.step_from) AND "
     "(v.trainer_gpu IS NULL OR v.trainer_gpu = (SELECT n.gpu_name FROM nodes n WHERE n.id = "
-    "?2)) AND j.state IN ('pending', 'running', 'completed') AND j.min_vram_mb <= (SELECT "
+    "?2)) AND j.state IN ('pending', 'running', 'verifying', 'completed') AND j.min_vram_mb <= "
+    "(SELECT "
     "n.vram_mb FROM nodes n WHERE n.id = ?2 AND n.state = 'active')";
 
 // The node ?2 holds no live lease at ?3: no running job and no running verification assigned to
