@@ -11,6 +11,13 @@
 namespace gleaner::core {
 namespace {
 
+// A stored reproducibility class (repro_class.h) as the object it was reported as.
+Json ClassOrNull(const SqlValue& v) {
+  if (v.is_null()) return nullptr;
+  Result<Json> c = ParseJson(v.AsText());
+  return c.ok() ? std::move(c).value() : Json(nullptr);
+}
+
 // Outputs stored as canonical text (outputs.h), as JSON; null when none.
 Json OutputsOrNull(const SqlValue& v) {
   if (v.is_null()) return nullptr;
@@ -223,6 +230,8 @@ Plan HandleJobEvents(CtxPtr ctx) {
                                {"step", get("step").AsInt()},
                                {"trainer_node", get("trainer_node").AsText()},
                                {"trainer_gpu", text("trainer_gpu")},
+                               {"trainer_class", ClassOrNull(get("trainer_class"))},
+                               {"verifier_class", ClassOrNull(get("verifier_class"))},
                                {"claimed_sha256", get("claimed_sha256").AsText()},
                                {"result_sha256", text("result_sha256")},
                                {"claimed_outputs", OutputsOrNull(get("claimed_outputs"))},

@@ -237,14 +237,15 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
   // Before the job's UPDATE: ckpt_* still name the previous checkpoint, the segment's start.
   b.Add(
       "INSERT INTO verifications (id, job_id, round, step_from, from_key, from_sha256, "
-      "from_size, step, claimed_sha256, claimed_outputs, trainer_node, trainer_gpu, state, "
-      "created_at) SELECT ?, id, 1, COALESCE(ckpt_step, 0), ckpt_key, ckpt_sha256, ckpt_size, "
-      "?, ?, ?, ?, (SELECT gpu_name FROM nodes WHERE nodes.id = ?), 'pending', ? FROM jobs "
+      "from_size, step, claimed_sha256, claimed_outputs, trainer_node, trainer_gpu, "
+      "trainer_class, state, created_at) SELECT ?, id, 1, COALESCE(ckpt_step, 0), ckpt_key, "
+      "ckpt_sha256, ckpt_size, ?, ?, ?, ?, (SELECT gpu_name FROM nodes WHERE nodes.id = ?), "
+      "(SELECT repro_class FROM nodes WHERE nodes.id = ?), 'pending', ? FROM jobs "
       "WHERE " +
           newer + " AND " + row +
           " AND verify_fraction > 0 AND (? < verify_fraction OR ? = steps_total)",
       Cat(Cat(Cat({NewId(ctx->req.entropy, "v"), step, sha, outputs, ctx->caller.id, ctx->caller.id,
-                   now},
+                   ctx->caller.id, now},
                   np),
               rp),
           {VerificationDraw(ctx->req.entropy), step}));

@@ -162,9 +162,10 @@ Plan HandleVerifyCommit(CtxPtr ctx) {
   b.Add(
       "INSERT INTO verifications (id, job_id, round, step_from, from_key, from_sha256, "
       "from_size, step, claimed_sha256, claimed_outputs, trainer_node, trainer_gpu, "
-      "other_node, other_sha256, other_outputs, state, created_at) SELECT ?, job_id, 2, "
-      "step_from, from_key, from_sha256, from_size, step, claimed_sha256, claimed_outputs, "
-      "trainer_node, trainer_gpu, node_id, result_sha256, result_outputs, 'pending', ? FROM " +
+      "trainer_class, other_node, other_sha256, other_outputs, state, created_at) SELECT ?, "
+      "job_id, 2, step_from, from_key, from_sha256, from_size, step, claimed_sha256, "
+      "claimed_outputs, trainer_node, trainer_gpu, trainer_class, node_id, result_sha256, "
+      "result_outputs, 'pending', ? FROM " +
           kThis + " AND verdict = 'disagree'",
       {NewId(ctx->req.entropy, "v"), now, nonce});
   // 2, 3: the minority node is quarantined (and a bad trainer banned from the job).

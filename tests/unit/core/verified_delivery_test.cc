@@ -246,3 +246,75 @@ TEST_CASE("unverifiable: not while a node of the device could still take the rep
             .json["verifications_unverifiable"] == 0);
   CHECK(f.env.JobState(job) == "verifying");
 }
+
+namespace {
+
+// Registers a node (GPU "RTX 4090") that reports `repro` as its reproducibility class.
+NodeRef ClassNode(TestEnv& env, const std::string& machine, const Json& repro) {
+  Resp r = env.Post("/v1/nodes/register", env.Key("enroll", machine),
+                    {{"machine_id", machine},
+                     {"gpu", {{"name", "RTX 4090"}, {"vram_mb", 24000}}},
+                     {"agent_version", "0.1.0"},
+                     {"repro_class", repro}});
+  INFO(r.body);
+  REQUIRE(r.status == 200);
+  return {r.json["node_id"].get<std::string>(), r.json["token"].get<std::string>()};
+}
+
+const Json kClassA = {{"gpu_model", "RTX 4090"}, {"libtorch", "2.6.0+cu124"}, {"driver", "550"}};
+const Json kClassB = {{"gpu_model", "RTX 4090"}, {"libtorch", "2.6.0+cu124"}, {"driver", "560"}};
+
+}  // namespace
+
+TEST_CASE("reproducibility class: a replay goes only to a node of the trainer's class",
+          "[verify]") {
+  Fleet f;
+  const std::string job = f.Submit();
+  NodeRef trainer = ClassNode(f.env, "trainer", kClassA);
+  NodeRef other = ClassNode(f.env, "other-driver", kClassB);
+  NodeRef twin = ClassNode(f.env, "twin", kClassA);
+  REQUIRE(f.env.ClaimedJob(trainer) == job);
+  REQUIRE(f.Finish(trainer, job, 1, "ckpt-100", "out").json["state"] == "verifying");
+  // Same GPU model, another driver: not the same class, no replay.
+  CHECK(f.env.Post("/v1/work", other.token, {{"verify", true}}).status == 204);
+  REQUIRE(f.Replay(twin, "ckpt-100", "out").status == 200);
+  Json e = f.Events(job);
+  CHECK(e["job"]["state"] == "completed");
+  CHECK(e["verifications"][0]["trainer_class"] == kClassA);
+  CHECK(e["verifications"][0]["verifier_class"] == kClassA);
+  CHECK(e["segments"][0].contains("node_id"));
+}
+
+TEST_CASE("reproducibility class: reported with a claim, it moves the node to that class",
+          "[verify]") {
+  Fleet f;
+  const std::string job = f.Submit();
+  NodeRef trainer = ClassNode(f.env, "trainer", kClassA);
+  NodeRef later = ClassNode(f.env, "later", kClassB);
+  // The trainer's claim reports class B (e.g. its driver was updated since registration).
+  Resp c = f.env.Post("/v1/work", trainer.token, {{"repro_class", kClassB}});
+  REQUIRE(c.status == 200);
+  REQUIRE(f.Finish(trainer, job, 1, "ckpt-100", "out").json["state"] == "verifying");
+  REQUIRE(f.Replay(later, "ckpt-100", "out").status == 200);
+  CHECK(f.Events(job)["verifications"][0]["trainer_class"] == kClassB);
+  // Malformed classes are refused with the field named.
+  Resp bad = f.env.Post("/v1/work", later.token, {{"repro_class", {{"colour", "red"}}}});
+  CHECK(bad.status == 400);
+  CHECK(bad.body.find("repro_class.colour") != std::string::npos);
+  CHECK(f.env.Post("/v1/work", later.token, {{"repro_class", "x"}}).status == 400);
+  CHECK(f.env.Post("/v1/work", later.token, {{"repro_class", {{"driver", std::string(200, 'x')}}}})
+            .status == 400);
+}
+
+TEST_CASE("reproducibility class: alone in its class, a segment ends unverifiable", "[verify]") {
+  Fleet f;
+  const std::string job = f.Submit();
+  NodeRef trainer = ClassNode(f.env, "trainer", kClassA);
+  ClassNode(f.env, "other-driver", kClassB);
+  REQUIRE(f.env.ClaimedJob(trainer) == job);
+  REQUIRE(f.Finish(trainer, job, 1, "ckpt-100", "out").json["state"] == "verifying");
+  f.env.Advance(601);
+  CHECK(f.env.Post("/v1/admin/maintenance", f.env.operator_token)
+            .json["verifications_unverifiable"] == 1);
+  CHECK(f.env.JobState(job) == "completed");
+}
