@@ -132,7 +132,9 @@ Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms, const PoolObserva
       "nodes_device WHERE "
       "n.state = 'active' AND n.revoked_at IS NULL AND n.id <> verifications.trainer_node AND "
       "n.id IS NOT verifications.other_node AND (verifications.trainer_gpu IS NULL OR "
-      "n.gpu_name = verifications.trainer_gpu) AND n.repro_class IS verifications.trainer_class) "
+      "n.gpu_name = verifications.trainer_gpu) AND (verifications.trainer_class IS NULL OR "
+      "n.repro_class = "
+      "verifications.trainer_class)) "
       "RETURNING id",
       {now_ms, now_ms - int64_t(c.verify_max_wait_s * 1000)});
   // 11: 'verifying' jobs whose last segment has no open replay left are released.

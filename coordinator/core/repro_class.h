@@ -5,7 +5,8 @@
 // (`repro_class`: an object of the known keys below, each a string of at most 128 bytes or an
 // integer); the coordinator stores it as one canonical text (keys sorted, compact JSON) and
 // compares the texts: a replay of a segment trained under class C goes only to a node of class
-// C, and a node without a class matches only segments trained without one.
+// C. A segment trained by a node that reported no class (an older agent) goes, as before
+// classes, to any node of its GPU model; a node without a class takes only such segments.
 // Pure parsing; no errors beyond the returned Status.
 #pragma once
 

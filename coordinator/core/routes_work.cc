@@ -152,7 +152,8 @@ const char* const kVerificationOpenToNode =
     "NOT EXISTS (SELECT 1 FROM segments s WHERE s.job_id = v.job_id AND s.node_id = ?2 AND "
     "s.started_at >= v.created_at AND s.step_end >= v.step_from) AND "
     "(v.trainer_gpu IS NULL OR v.trainer_gpu = (SELECT n.gpu_name FROM nodes n WHERE n.id = "
-    "?2)) AND v.trainer_class IS (SELECT n.repro_class FROM nodes n WHERE n.id = ?2) AND j.state "
+    "?2)) AND (v.trainer_class IS NULL OR v.trainer_class = (SELECT n.repro_class FROM nodes n "
+    "WHERE n.id = ?2)) AND j.state "
     "IN ('pending', 'running', 'verifying', 'completed') AND j.min_vram_mb <= "
     "(SELECT "
     "n.vram_mb FROM nodes n WHERE n.id = ?2 AND n.state = 'active')";
