@@ -39,8 +39,8 @@ endif()
 # nothing: the libtorch 2.x leg (infra/torch2.sh) and tests/gpu/compile_cuda.sh.
 option(GLEANER_TORCH_PCH "Precompile <torch/torch.h> for the trainer's libtorch targets" OFF)
 if(GLEANER_TORCH_PCH)
-  foreach(t gleaner_train_nn gleaner_unet gleaner_training gleaner_lora_job gleaner_sampling gleaner_text_to_image
-            gleaner_vae gleaner_text_encoder gleaner_diffusers_model gleaner_train_commands train_tests)
+  foreach(t gleaner_train_nn gleaner_unet gleaner_flux gleaner_training gleaner_lora_job
+            gleaner_sampling gleaner_text_to_image gleaner_vae gleaner_text_encoder gleaner_diffusers_model gleaner_train_commands train_tests)
     if(TARGET ${t})
       target_precompile_headers(${t} PRIVATE <torch/torch.h>)
     endif()

@@ -24,7 +24,22 @@
 
 namespace gleaner::safetensors {
 
-enum class DType { kBool, kU8, kI8, kI16, kU16, kF16, kBF16, kI32, kU32, kF32, kF64, kI64, kU64 };
+enum class DType {
+  kBool,
+  kU8,
+  kI8,
+  kI16,
+  kU16,
+  kF16,
+  kBF16,
+  kI32,
+  kU32,
+  kF32,
+  kF64,
+  kI64,
+  kU64,
+  kF8E4M3,  // float8_e4m3fn ("F8_E4M3"): fp8 checkpoints (FLUX single files)
+};
 
 // "F32", "BF16", ... as written in headers.
 const char* DTypeName(DType d);

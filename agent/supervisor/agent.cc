@@ -12,6 +12,7 @@
 #include "agent/supervisor/job_cache.h"
 #include "agent/supervisor/log.h"
 #include "agent/supervisor/owner_gate.h"
+#include "agent/supervisor/repro_class.h"
 #include "agent/supervisor/state.h"
 #include "shared/native/files.h"
 
@@ -23,6 +24,8 @@ Result<Identity> EnsureIdentity(const AgentConfig& config, CoordinatorApi* api, 
                                 const ShutdownState* sd, bool force) {
   GpuInfo gpu = DetectGpu(config.owner.gpus);
   gpu.vram_mb = AdvertisedVramMb(gpu.vram_mb, config.owner.max_vram_mb);
+  // Reported at registration and with every claim (repro_class.h).
+  api->SetReproClass(DetectReproClass(gpu, config.trainer));
   Result<std::optional<Identity>> stored = state->LoadIdentity();
   if (force) {
   } else if (!stored.ok()) {

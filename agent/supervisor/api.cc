@@ -90,6 +90,7 @@ Result<CoordinatorApi::Registration> CoordinatorApi::Register(
                {"gpu", {{"name", gpu_name}, {"vram_mb", vram_mb}}},
                {"agent_version", version}};
   if (!node_secret.empty()) body["node_secret"] = node_secret;
+  if (!repro_class_.is_null()) body["repro_class"] = repro_class_;
   Result<Json> j = Call("POST", "/v1/nodes/register", body);
   token_ = saved;
   if (!j.ok()) return j.status();
@@ -256,6 +257,7 @@ Result<std::optional<Assignment>> CoordinatorApi::Work(double* retry_after_s, bo
   const auto asked_at = std::chrono::steady_clock::now();
   Json body = Json::object();
   if (verify) body["verify"] = true;
+  if (!repro_class_.is_null()) body["repro_class"] = repro_class_;
   Result<Json> j = Call("POST", "/v1/work", body, &raw);
   auto ra = raw.headers.find("retry-after");
   if (ra != raw.headers.end()) *retry_after_s = std::atof(ra->second.c_str());

@@ -94,6 +94,8 @@ class CoordinatorApi {
  public:
   CoordinatorApi(net::HttpClient* http, std::string base_url);
   void SetToken(const std::string& token) { token_ = token; }
+  // The reproducibility class sent with Register and Work (repro_class.h); null: none.
+  void SetReproClass(Json repro_class) { repro_class_ = std::move(repro_class); }
 
   struct Registration {
     std::string node_id, token, node_secret;
@@ -167,6 +169,7 @@ class CoordinatorApi {
   net::HttpClient* http_;
   std::string base_;
   std::string token_;
+  Json repro_class_;
 };
 
 // Maps an HTTP status and error body onto a Status (ok for 2xx).

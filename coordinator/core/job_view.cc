@@ -16,7 +16,12 @@ const char* const kJobColumns =
     "ckpt_sha256, ckpt_size, ckpt_committed_at, outputs, reason, created_at, updated_at, "
     "first_started_at, finished_at, "
     "(SELECT COALESCE(SUM(s.heartbeats * s.heartbeat_interval_s * s.usd_per_hour / 3600.0), 0) "
-    "FROM segments s WHERE s.job_id = jobs.id) AS cost_usd, "
+    "FROM segments s WHERE s.job_id = jobs.id AND s.rework = 0) AS cost_usd, "
+    "(SELECT COALESCE(SUM(s.heartbeats * s.heartbeat_interval_s * s.usd_per_hour / 3600.0), 0) "
+    "FROM segments s WHERE s.job_id = jobs.id AND s.rework = 1) AS rework_cost_usd, "
+    "(SELECT COUNT(*) FROM verifications v WHERE v.job_id = jobs.id AND v.state = 'done' AND "
+    "v.verdict = 'unverifiable') AS verify_unverifiable, "
+    "(SELECT COUNT(*) FROM job_reopens r WHERE r.job_id = jobs.id) AS reopened, "
     "(SELECT COALESCE(SUM(seconds), 0) FROM sample_steps WHERE job_id = jobs.id) AS sampling_s, "
     "(SELECT MAX(step) FROM sample_steps WHERE job_id = jobs.id) AS sample_step, "
     "verify_fraction, "
@@ -84,7 +89,8 @@ Json JobJson(const Rows& rows, size_t i, int64_t now_ms) {
                               {"committed_at", TimeOrNull(get("ckpt_committed_at"))}};
   }
   Json outputs = Json::array();
-  if (!get("outputs").is_null()) {
+  // A 'verifying' job's outputs are released only when the replay of its last segment agrees.
+  if (!get("outputs").is_null() && state != "verifying") {
     Result<Json> o = ParseJson(get("outputs").AsText());
     if (o.ok() && o->is_array()) {
       for (const Json& item : *o) {
@@ -119,7 +125,12 @@ Json JobJson(const Rows& rows, size_t i, int64_t now_ms) {
                        {"verified", get("verify_agreed").AsInt()},
                        {"rejected", get("verify_rejected").AsInt()},
                        {"open", get("verify_open").AsInt()},
-                       {"cost_usd", get("verify_cost_usd").AsReal()}};
+                       {"unverifiable", get("verify_unverifiable").AsInt()},
+                       {"cost_usd", get("verify_cost_usd").AsReal()},
+                       // Work discarded because a node in the lineage forged (taint.h): not
+                       // billed as the job's training (cost_usd), shown here.
+                       {"rework_cost_usd", get("rework_cost_usd").AsReal()},
+                       {"reopened", get("reopened").AsInt()}};
   j["created_at"] = TimeOrNull(get("created_at"));
   j["updated_at"] = TimeOrNull(get("updated_at"));
   j["started_at"] = TimeOrNull(get("first_started_at"));

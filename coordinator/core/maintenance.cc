@@ -19,11 +19,15 @@
 //     since its URL was minted (lease_quota.h: checkpoints and sample images never committed,
 //     outputs of any job state that neither its result nor a checkpoint of their lease names),
 //     in both storage modes: the keys come from lease_objects, not from the store.
+//  8. mark unverifiable the replays open longer than verify_max_wait that no active node of the
+//     trainer's device (and reproducibility class) could take, and release 'verifying' jobs
+//     whose last segment has no open replay left (verification.h).
 // Two batches: the changes and counts, then the scaling event. The response is a JSON summary.
 #include "coordinator/core/attribution.h"
 #include "coordinator/core/autoscaler.h"
 #include "coordinator/core/lease_quota.h"
 #include "coordinator/core/routes.h"
+#include "coordinator/core/verification.h"
 
 namespace gleaner::core {
 namespace {
@@ -120,6 +124,21 @@ Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms, const PoolObserva
       "created_at < ? RETURNING id",
       {now_ms, old});
   AddCollectUncommitted(c, now_ms, &b);  // 7, 8 (RETURNING key), 9
+  // 10: a replay open longer than verify_max_wait that no active node of the trainer's device
+  // could take is unverifiable: not failed, not verified.
+  b.Add(
+      "UPDATE verifications SET state = 'done', verdict = 'unverifiable', ended_at = ? WHERE "
+      "state = 'pending' AND created_at < ? AND NOT EXISTS (SELECT 1 FROM nodes n INDEXED BY "
+      "nodes_device WHERE "
+      "n.state = 'active' AND n.revoked_at IS NULL AND n.id <> verifications.trainer_node AND "
+      "n.id IS NOT verifications.other_node AND (verifications.trainer_gpu IS NULL OR "
+      "n.gpu_name = verifications.trainer_gpu) AND (verifications.trainer_class IS NULL OR "
+      "n.repro_class = "
+      "verifications.trainer_class)) "
+      "RETURNING id",
+      {now_ms, now_ms - int64_t(c.verify_max_wait_s * 1000)});
+  // 11: 'verifying' jobs whose last segment has no open replay left are released.
+  b.Add(kReleaseVerifiedSql, {now_ms, now_ms});
   return Plan::Run(std::move(b), [config, now_ms, pool](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     Json stalled = Json::array();
@@ -161,6 +180,7 @@ Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms, const PoolObserva
                     {"objects_deleted", int64_t(deletes.size())},
                     {"reservations_dropped", int64_t(res.results[5].rows.size())},
                     {"verifications_voided", int64_t(res.results[6].rows.size())},
+                    {"verifications_unverifiable", int64_t(res.results[10].rows.size())},
                     {"uncommitted_collected", uncommitted}};
     // Without a provider's count, the fleet as the coordinator sees it: active nodes seen (claim
     // or heartbeat) within stall_after.

@@ -11,6 +11,20 @@ void Family(std::string* out, const char* name, const char* type, const char* he
   *out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
 }
 
+// A label value in the text format: backslash, double quote and newline escaped.
+std::string Label(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
 }  // namespace
 
 Plan HandleMetrics(CtxPtr ctx) {
@@ -28,11 +42,19 @@ Plan HandleMetrics(CtxPtr ctx) {
       "COALESCE(SUM(heartbeats * heartbeat_interval_s * usd_per_hour / 3600.0), 0) AS usd, "
       "COALESCE(SUM(MAX(step_end - step_start, 0)), 0) AS steps, count(*) AS segments "
       "FROM segments");
+  // 6, 7: judged replays per device (the trainer's GPU model) and outcome; reopened jobs.
+  b.Add(
+      "SELECT COALESCE(trainer_gpu, 'unknown') AS device, CASE WHEN verdict IN ('agree', "
+      "'verifier_bad') THEN 'verified' WHEN verdict = 'unverifiable' THEN 'unverifiable' ELSE "
+      "'disagreed' END AS outcome, count(*) AS n FROM verifications WHERE state = 'done' GROUP "
+      "BY 1, 2 ORDER BY 1, 2");
+  b.Add("SELECT count(DISTINCT job_id) AS n FROM job_reopens");
   return Plan::Run(std::move(b), [](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     std::string out;
     Family(&out, "gleaner_jobs", "gauge", "Jobs by state.");
-    for (const char* state : {"pending", "running", "completed", "failed", "canceled"}) {
+    for (const char* state :
+         {"pending", "running", "verifying", "completed", "failed", "canceled"}) {
       int64_t n = 0;
       for (const auto& row : res.results[0].rows) {
         if (row[0].AsText() == state) n = row[1].AsInt();
@@ -79,6 +101,18 @@ Plan HandleMetrics(CtxPtr ctx) {
     out += "gleaner_billable_seconds " + Num(seg.Get(0, "billable").AsReal()) + "\n";
     Family(&out, "gleaner_cost_usd", "gauge", "Cost over all leases, USD.");
     out += "gleaner_cost_usd " + Num(seg.Get(0, "usd").AsReal()) + "\n";
+    Family(&out, "gleaner_verifications", "gauge",
+           "Judged replays by the trainer's device and outcome (verified, disagreed, "
+           "unverifiable).");
+    const Rows& ver = res.results[6];
+    for (size_t i = 0; i < ver.rows.size(); ++i) {
+      out += "gleaner_verifications{device=\"" + Label(ver.Get(i, "device").AsText()) +
+             "\",outcome=\"" + ver.Get(i, "outcome").AsText() + "\"} " +
+             std::to_string(ver.Get(i, "n").AsInt()) + "\n";
+    }
+    Family(&out, "gleaner_jobs_reopened", "gauge",
+           "Jobs sent back to the queue after delivery because a node in their lineage forged.");
+    out += "gleaner_jobs_reopened " + std::to_string(res.results[7].Get(0, "n").AsInt()) + "\n";
     HttpResponse resp;
     resp.status = 200;
     resp.content_type = "text/plain; version=0.0.4; charset=utf-8";

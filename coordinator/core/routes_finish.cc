@@ -7,6 +7,7 @@
 #include "coordinator/core/lease.h"
 #include "coordinator/core/outputs.h"
 #include "coordinator/core/routes.h"
+#include "coordinator/core/verification.h"
 #include "shared/job_params.h"
 
 namespace gleaner::core {
@@ -99,7 +100,9 @@ Plan AddInputError(const CtxPtr& ctx, int64_t epoch, const std::string& reason, 
 
 }  // namespace
 
-// {epoch, outputs: [{name, sha256, size}]} -> {job_id, state: "completed"}. The lease must have
+// {epoch, outputs: [{name, sha256, size}]} -> {job_id, state: "completed" | "verifying"}
+// ("verifying": the replay of the last segment, which every job with verify_fraction > 0 gets,
+// has not agreed yet; the outputs are released when it does). The lease must have
 // reported the job's last step (a heartbeat or checkpoint commit with step = steps), else 409.
 // With the built-in store every output must be stored at jobs/<id>/out/e<epoch>/<name> with
 // that sha256 and size. The outputs must be the ones the checkpoint of the last step was
@@ -163,9 +166,14 @@ Plan HandleComplete(CtxPtr ctx) {
   // A completion never reproduces an open input error (attribution.h).
   AddNotReproduced(&b, job, kMaxJobSteps + 1, now, exists, gp);
   b.Add(
-      "UPDATE jobs SET state = 'completed', outputs = ?, finished_at = ?, updated_at = ?, "
-      "step_done = steps_total, lease_expires_at = NULL WHERE " +
-          guard + " RETURNING id",
+      // With a replay of the last segment still open the job is 'verifying': its outputs are
+      // released when the replay agrees (ReleaseVerifiedSql).
+      std::string("UPDATE jobs SET state = CASE WHEN ") + kLastReplayOpenSql +
+          " THEN 'verifying' ELSE 'completed' END, outputs = ?, finished_at = CASE WHEN " +
+          kLastReplayOpenSql +
+          " THEN NULL ELSE ? END, updated_at = ?, step_done = steps_total, lease_expires_at = "
+          "NULL WHERE " +
+          guard + " RETURNING id, state",
       Cat({DumpJson(stored), now, now}, gp));
   b.Add(std::string("SELECT ") + kLeaseColumns + ", step_done, verify_fraction, " + kFinalOutputs +
             " AS final_outputs FROM jobs WHERE id = ?",
@@ -174,10 +182,14 @@ Plan HandleComplete(CtxPtr ctx) {
   return Plan::Run(
       std::move(b), [ctx, epoch, outputs, canonical, builtin, job](BatchResult res) -> Plan {
         if (!res.status.ok()) return DbFail(res.status);
-        Json ok = {{"job_id", job}, {"state", "completed"}};
-        if (!res.results[4].empty()) return RespondJson(200, ok);
+        if (!res.results[4].empty()) {
+          return RespondJson(200,
+                             {{"job_id", job}, {"state", res.results[4].Get(0, "state").AsText()}});
+        }
         const Rows& row = res.results[5];
-        if (!row.empty() && row.Get(0, "state").AsText() == "completed" &&
+        const std::string now_state = row.empty() ? "" : row.Get(0, "state").AsText();
+        Json ok = {{"job_id", job}, {"state", now_state}};
+        if ((now_state == "completed" || now_state == "verifying") &&
             row.Get(0, "lease_epoch").AsInt() == epoch &&
             row.Get(0, "node_id").AsText() == ctx->caller.id) {
           return RespondJson(200, ok);  // retried completion

@@ -6,9 +6,17 @@
 #include "coordinator/core/ids.h"
 #include "coordinator/core/job_view.h"
 #include "coordinator/core/routes.h"
+#include "coordinator/core/taint.h"
 
 namespace gleaner::core {
 namespace {
+
+// A stored reproducibility class (repro_class.h) as the object it was reported as.
+Json ClassOrNull(const SqlValue& v) {
+  if (v.is_null()) return nullptr;
+  Result<Json> c = ParseJson(v.AsText());
+  return c.ok() ? std::move(c).value() : Json(nullptr);
+}
 
 // Outputs stored as canonical text (outputs.h), as JSON; null when none.
 Json OutputsOrNull(const SqlValue& v) {
@@ -59,10 +67,10 @@ Plan HandleListJobs(CtxPtr ctx) {
   std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE " + OwnerSql();
   std::vector<SqlValue> params = OwnerParams(*ctx);
   if (q.Get("state", &state)) {
-    if (state != "pending" && state != "running" && state != "completed" && state != "failed" &&
-        state != "canceled") {
-      return Plan::Fail(
-          Status::Invalid("state must be one of: pending, running, completed, failed, canceled"));
+    if (state != "pending" && state != "running" && state != "verifying" && state != "completed" &&
+        state != "failed" && state != "canceled") {
+      return Plan::Fail(Status::Invalid(
+          "state must be one of: pending, running, verifying, completed, failed, canceled"));
     }
     sql += " AND state = ?";
     params.push_back(state);
@@ -158,6 +166,9 @@ Plan HandleJobEvents(CtxPtr ctx) {
       "job_id = ? AND " +
           owned + " ORDER BY at, epoch",
       Cat({id}, op));
+  b.Add("SELECT at, node_id, step, outputs FROM job_reopens WHERE job_id = ? AND " + owned +
+            " ORDER BY at, node_id",
+        Cat({id}, op));
   return Plan::Run(std::move(b), [ctx](BatchResult res) -> Plan {
     if (!res.status.ok()) return DbFail(res.status);
     if (res.results[0].empty()) return NoSuchJob();
@@ -184,6 +195,7 @@ Plan HandleJobEvents(CtxPtr ctx) {
            {"end_reason",
             get("end_reason").is_null() ? Json(nullptr) : Json(get("end_reason").AsText())},
            {"note", get("note").is_null() ? Json(nullptr) : Json(get("note").AsText())},
+           {"rework", get("rework").AsInt() != 0},
            {"cost_usd", get("cost_usd").AsReal()}});
       if (!IsOperator(ctx->caller)) segments.back().erase("usd_per_hour");
     }
@@ -218,6 +230,8 @@ Plan HandleJobEvents(CtxPtr ctx) {
                                {"step", get("step").AsInt()},
                                {"trainer_node", get("trainer_node").AsText()},
                                {"trainer_gpu", text("trainer_gpu")},
+                               {"trainer_class", ClassOrNull(get("trainer_class"))},
+                               {"verifier_class", ClassOrNull(get("verifier_class"))},
                                {"claimed_sha256", get("claimed_sha256").AsText()},
                                {"result_sha256", text("result_sha256")},
                                {"claimed_outputs", OutputsOrNull(get("claimed_outputs"))},
@@ -244,8 +258,32 @@ Plan HandleJobEvents(CtxPtr ctx) {
            {"outcome", outcome.is_null() ? "awaiting_confirmation" : outcome.AsText()},
            {"outcome_at", TimeOrNull(e.Get(i, "outcome_at"))}});
     }
+    // Reopens (taint.h): the job went back to the queue because a node in its lineage was
+    // found forging; the outputs it had released then are named so they can be discarded.
+    Json reopens = Json::array();
+    const Rows& ro = res.results[6];
+    for (size_t i = 0; i < ro.rows.size(); ++i) {
+      const SqlValue& released = ro.Get(i, "outputs");
+      Json files = Json::array();
+      if (!released.is_null()) {
+        Result<Json> o = ParseJson(released.AsText());
+        if (o.ok() && o->is_array()) {
+          for (const Json& item : *o) {
+            files.push_back({{"name", item.value("name", "")},
+                             {"sha256", item.value("sha256", "")},
+                             {"size", item.value("size", int64_t(0))}});
+          }
+        }
+      }
+      reopens.push_back({{"at", TimeOrNull(ro.Get(i, "at"))},
+                         {"event", kReopenedMessage},
+                         {"node_id", ro.Get(i, "node_id").AsText()},
+                         {"step", ro.Get(i, "step").AsInt()},
+                         {"outputs_released", files}});
+    }
     return RespondJson(200, {{"job", JobJson(res.results[0], 0, ctx->now())},
                              {"segments", segments},
+                             {"reopened", reopens},
                              {"failures", failures},
                              {"input_errors", input_errors},
                              {"checkpoints", ckpts},

@@ -168,9 +168,11 @@ Plan HandleCheckpointUrl(CtxPtr ctx) {
 // verification still needs (its start and the checkpoint under check); the keys of the others
 // are handed to the shell for deletion after the response. With the job's verify_fraction the
 // commit opens a verification of the segment from the previous checkpoint (verification.h);
-// the draw comes from the request's entropy, which the node never sees. The checkpoint of the
-// last step carries `outputs` (outputs.h), the files it exports to, and no other one does:
-// the job completes only with those outputs, and a replay of the last segment checks them.
+// the draw comes from the request's entropy, which the node never sees. The last step's
+// commit always opens one (the job is 'verifying' until it agrees; routes_finish.cc). The
+// checkpoint of the last step carries `outputs` (outputs.h), the files it exports to, and no other
+// one does: the job completes only with those outputs, and a replay of the last segment checks
+// them.
 Plan HandleCheckpointCommit(CtxPtr ctx) {
   if (!JobIdOk(ctx)) return Plan::Fail(Status::NotFound("no such job"));
   int64_t step = 0;
@@ -235,16 +237,18 @@ Plan HandleCheckpointCommit(CtxPtr ctx) {
   // Before the job's UPDATE: ckpt_* still name the previous checkpoint, the segment's start.
   b.Add(
       "INSERT INTO verifications (id, job_id, round, step_from, from_key, from_sha256, "
-      "from_size, step, claimed_sha256, claimed_outputs, trainer_node, trainer_gpu, state, "
-      "created_at) SELECT ?, id, 1, COALESCE(ckpt_step, 0), ckpt_key, ckpt_sha256, ckpt_size, "
-      "?, ?, ?, ?, (SELECT gpu_name FROM nodes WHERE nodes.id = ?), 'pending', ? FROM jobs "
+      "from_size, step, claimed_sha256, claimed_outputs, trainer_node, trainer_gpu, "
+      "trainer_class, state, created_at) SELECT ?, id, 1, COALESCE(ckpt_step, 0), ckpt_key, "
+      "ckpt_sha256, ckpt_size, ?, ?, ?, ?, (SELECT gpu_name FROM nodes WHERE nodes.id = ?), "
+      "(SELECT repro_class FROM nodes WHERE nodes.id = ?), 'pending', ? FROM jobs "
       "WHERE " +
-          newer + " AND " + row + " AND ? < verify_fraction",
+          newer + " AND " + row +
+          " AND verify_fraction > 0 AND (? < verify_fraction OR ? = steps_total)",
       Cat(Cat(Cat({NewId(ctx->req.entropy, "v"), step, sha, outputs, ctx->caller.id, ctx->caller.id,
-                   now},
+                   ctx->caller.id, now},
                   np),
               rp),
-          {VerificationDraw(ctx->req.entropy)}));
+          {VerificationDraw(ctx->req.entropy), step}));
   b.Add(
       "UPDATE segments SET step_committed = MAX(step_committed, ?), step_end = MAX(step_end, ?) "
       "WHERE job_id = ? AND epoch = ? AND EXISTS (SELECT 1 FROM jobs WHERE " +

@@ -1,6 +1,7 @@
 // Nodes: registration (enroll), fleet listing and quarantine/restore (operator).
 #include "coordinator/core/ids.h"
 #include "coordinator/core/job_view.h"
+#include "coordinator/core/repro_class.h"
 #include "coordinator/core/routes.h"
 #include "shared/sha256.h"
 
@@ -31,8 +32,8 @@ const char* const kUnderNodeCap =
 
 Plan HandleRegisterNode(CtxPtr ctx) {
   FieldReader r(ctx->body);
-  static const char* const kFields[] = {"machine_id", "gpu", "agent_version", "node_secret",
-                                        nullptr};
+  static const char* const kFields[] = {"machine_id",  "gpu",         "agent_version",
+                                        "node_secret", "repro_class", nullptr};
   std::string machine_id, gpu_name, agent_version, secret;
   int64_t vram_mb = 0;
   const Json* gpu = nullptr;
@@ -48,6 +49,10 @@ Plan HandleRegisterNode(CtxPtr ctx) {
   g.String("name", &gpu_name, true, 128);
   g.Int("vram_mb", &vram_mb, true, 0, 10000000);
   if (!g.ok()) return Plan::Fail(g.status());
+  std::string repro;
+  Status rc = ReadReproClass(ctx->body, "repro_class", &repro);
+  if (!rc.ok() && rc.code() != Code::kNotFound) return Plan::Fail(rc);
+  const SqlValue repro_class = rc.ok() ? SqlValue(repro) : SqlValue::Null();
   std::string id = NewId(ctx->req.entropy, "n");
   std::string token = NewToken(ctx->req.entropy, "node");
   std::string fresh_secret = NewToken(ctx->req.entropy, "node-secret");
@@ -56,8 +61,8 @@ Plan HandleRegisterNode(CtxPtr ctx) {
   Batch b;
   b.Add(
       "INSERT INTO nodes (id, machine_id, token_hash, secret_hash, gpu_name, vram_mb, "
-      "agent_version, registered_at, last_seen_at, enroll_key_id, state, state_reason, "
-      "state_changed_at) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?10, "
+      "agent_version, registered_at, last_seen_at, enroll_key_id, repro_class, state, "
+      "state_reason, state_changed_at) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?10, ?12, "
       "CASE WHEN q.id IS NULL THEN 'active' ELSE 'quarantined' END, "
       "CASE WHEN q.id IS NULL THEN NULL ELSE 'replacement of quarantined node ' || q.id || "
       "' (same enroll key)' END, CASE WHEN q.id IS NULL THEN NULL ELSE ?8 END "
@@ -68,14 +73,15 @@ Plan HandleRegisterNode(CtxPtr ctx) {
           "ON CONFLICT (machine_id) DO UPDATE SET token_hash = excluded.token_hash, "
           "secret_hash = COALESCE(nodes.secret_hash, excluded.secret_hash), "
           "gpu_name = excluded.gpu_name, vram_mb = excluded.vram_mb, "
-          "agent_version = excluded.agent_version, last_seen_at = excluded.last_seen_at "
+          "agent_version = excluded.agent_version, last_seen_at = excluded.last_seen_at, "
+          "repro_class = excluded.repro_class "
           "WHERE nodes.revoked_at IS NULL AND (nodes.secret_hash = ?9 OR (nodes.secret_hash IS "
           "NULL "
           "AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.node_id = nodes.id AND "
           "jobs.state = 'running' AND jobs.lease_expires_at >= ?8))) "
           "RETURNING id, state, secret_hash",
       {id, machine_id, Sha256Hex(token), fresh_hash, gpu_name, vram_mb, agent_version, ctx->now(),
-       given, ctx->caller.id, ctx->config->enroll_max_nodes});
+       given, ctx->caller.id, ctx->config->enroll_max_nodes, repro_class});
   b.Add("SELECT revoked_at FROM nodes WHERE machine_id = ?", {machine_id});
   b.Add(
       "SELECT COALESCE(k.max_nodes, ?) AS cap, (SELECT count(*) FROM nodes n WHERE "

@@ -13,13 +13,18 @@
 //                   checkpoint from the bad one on is discarded, verifications that replay from
 //                   them are void, a lease on the job ends (its holder gets 409), a completed
 //                   job is pending again. Only while the bad checkpoint is still the job's
-//                   (an earlier rewind may have discarded it already).
+//                   (an earlier rewind may have discarded it already). The work discarded
+//                   is rework (segments.rework);
+//   trainer_bad, verifier_bad -> the taint rewind (taint.h): every other job the quarantined
+//                   forger's work reached goes back to before its first segment there;
+//   then every 'verifying' job whose last replay is no longer open is released (completed).
 #include "coordinator/core/attribution.h"
 #include "coordinator/core/blob_urls.h"
 #include "coordinator/core/ids.h"
 #include "coordinator/core/lease.h"
 #include "coordinator/core/outputs.h"
 #include "coordinator/core/routes.h"
+#include "coordinator/core/taint.h"
 #include "coordinator/core/verification.h"
 #include "shared/job_params.h"
 #include "shared/sha256.h"
@@ -157,9 +162,10 @@ Plan HandleVerifyCommit(CtxPtr ctx) {
   b.Add(
       "INSERT INTO verifications (id, job_id, round, step_from, from_key, from_sha256, "
       "from_size, step, claimed_sha256, claimed_outputs, trainer_node, trainer_gpu, "
-      "other_node, other_sha256, other_outputs, state, created_at) SELECT ?, job_id, 2, "
-      "step_from, from_key, from_sha256, from_size, step, claimed_sha256, claimed_outputs, "
-      "trainer_node, trainer_gpu, node_id, result_sha256, result_outputs, 'pending', ? FROM " +
+      "trainer_class, other_node, other_sha256, other_outputs, state, created_at) SELECT ?, "
+      "job_id, 2, step_from, from_key, from_sha256, from_size, step, claimed_sha256, "
+      "claimed_outputs, trainer_node, trainer_gpu, trainer_class, node_id, result_sha256, "
+      "result_outputs, 'pending', ? FROM " +
           kThis + " AND verdict = 'disagree'",
       {NewId(ctx->req.entropy, "v"), now, nonce});
   // 2, 3: the minority node is quarantined (and a bad trainer banned from the job).
@@ -198,28 +204,44 @@ Plan HandleVerifyCommit(CtxPtr ctx) {
           "), ckpt_committed_at = (SELECT c.committed_at FROM checkpoints c, verifications v "
           "WHERE v.lease_nonce = ? AND c.job_id = v.job_id AND c.step = v.step_from) "
           "WHERE id = " +
-          bad_job + " AND state IN ('pending', 'running', 'completed') AND " + still_bad,
+          bad_job + " AND state IN ('pending', 'running', 'verifying', 'completed') AND " +
+          still_bad,
       {now, nonce, nonce, nonce, nonce, nonce, nonce, nonce, nonce});
-  // 7, 8: the checkpoints from the bad one on are discarded (objects deleted after the answer).
+  // 7: the leases that started at or after the rewind's checkpoint are rework, billed apart
+  // from the job's training (one that started before it keeps its earlier checkpoints in the
+  // lineage: taint.h relies on that).
+  b.Add("UPDATE segments SET rework = 1 WHERE rework = 0 AND job_id = " + bad_job +
+            " AND step_start >= (SELECT step_from FROM " + kThis + ") AND " + still_bad,
+        {nonce, nonce, nonce});
+  // 8, 9: the checkpoints from the bad one on are discarded (objects deleted after the answer).
   const std::string discarded = "SELECT key FROM checkpoints WHERE job_id = " + bad_job +
                                 " AND step >= " + bad_step + " AND " + still_bad;
   b.Add("DELETE FROM blobs WHERE key IN (" + discarded + ")", {nonce, nonce, nonce});
   b.Add("DELETE FROM checkpoints WHERE key IN (" + discarded + ") RETURNING key",
         {nonce, nonce, nonce});
-  // 9: the replayed checkpoint is judged: its object goes too.
+  const size_t rewound_index = b.statements.size() - 1;
+  // The quarantined forger's other work is distrusted too (taint.h).
+  const size_t tainted_index = AddTaintRewind(&b, nonce, now);
+  // A 'verifying' job whose last segment's replay agreed is released.
+  b.Add(kReleaseVerifiedSql, {now, now});
+  // The replayed checkpoint is judged: its object goes too.
   b.Add(std::string("DELETE FROM blobs WHERE key = (SELECT ") + kVerificationKeySql + " FROM " +
             kThis + ") RETURNING key",
         {epoch, nonce});
+  const size_t judged_index = b.statements.size() - 1;
   b.Add(std::string("SELECT ") + kVerificationLeaseColumns + " FROM verifications WHERE id = ?",
         {id});
+  const size_t row_index = b.statements.size() - 1;
   b.Add("SELECT size, sha256 FROM blobs WHERE key = (SELECT " + std::string(kVerificationKeySql) +
             " FROM verifications WHERE id = ?)",
         {epoch, id});
   return Plan::Run(
-      std::move(b), [ctx, epoch, sha, size, builtin, outputs](BatchResult res) -> Plan {
+      std::move(b),
+      [ctx, epoch, sha, size, builtin, outputs, rewound_index, tainted_index, judged_index,
+       row_index](BatchResult res) -> Plan {
         if (!res.status.ok()) return DbFail(res.status);
         std::vector<std::string> deletes;
-        for (size_t i : {size_t(8), size_t(9)}) {
+        for (size_t i : {rewound_index, tainted_index, judged_index}) {
           for (const auto& row : res.results[i].rows) deletes.push_back(row[0].AsText());
         }
         auto respond = [&](Plan p) { return std::move(p).WithBlobDeletes(deletes); };
@@ -229,7 +251,7 @@ Plan HandleVerifyCommit(CtxPtr ctx) {
               200,
               {{"committed", true}, {"id", ctx->args[0]}, {"step", done.Get(0, "step").AsInt()}}));
         }
-        const Rows& v = res.results[10];
+        const Rows& v = res.results[row_index];
         // A retried commit of the same result: already done.
         if (HeldBy(v, *ctx, epoch) && v.Get(0, "state").AsText() == "done" &&
             v.Get(0, "result_sha256").AsText() == sha &&
@@ -247,7 +269,7 @@ Plan HandleVerifyCommit(CtxPtr ctx) {
           return respond(Plan::Fail(
               Status::Invalid("outputs come only with a replay of the job's last segment")));
         }
-        const Rows& blob = res.results[11];
+        const Rows& blob = res.results[row_index + 1];
         if (builtin && (blob.empty() || blob.Get(0, "sha256").AsText() != sha ||
                         blob.Get(0, "size").AsInt() != size)) {
           return respond(Plan::Fail(Status::Invalid(

@@ -30,6 +30,7 @@
 #include "coordinator/core/blob_urls.h"
 #include "coordinator/core/ids.h"
 #include "coordinator/core/lease.h"
+#include "coordinator/core/repro_class.h"
 #include "coordinator/core/routes.h"
 #include "shared/model_manifest.h"
 
@@ -151,7 +152,10 @@ const char* const kVerificationOpenToNode =
     "NOT EXISTS (SELECT 1 FROM segments s WHERE s.job_id = v.job_id AND s.node_id = ?2 AND "
     "s.started_at >= v.created_at AND s.step_end >= v.step_from) AND "
     "(v.trainer_gpu IS NULL OR v.trainer_gpu = (SELECT n.gpu_name FROM nodes n WHERE n.id = "
-    "?2)) AND j.state IN ('pending', 'running', 'completed') AND j.min_vram_mb <= (SELECT "
+    "?2)) AND (v.trainer_class IS NULL OR v.trainer_class = (SELECT n.repro_class FROM nodes n "
+    "WHERE n.id = ?2)) AND j.state "
+    "IN ('pending', 'running', 'verifying', 'completed') AND j.min_vram_mb <= "
+    "(SELECT "
     "n.vram_mb FROM nodes n WHERE n.id = ?2 AND n.state = 'active')";
 
 // The node ?2 holds no live lease at ?3: no running job and no running verification assigned to
@@ -170,7 +174,8 @@ void AddVerificationClaim(const CtxPtr& ctx, const std::string& nonce, Batch* b)
   b->Add(
       "UPDATE verifications SET state = 'running', lease_epoch = lease_epoch + 1, "
       "lease_nonce = ?1, node_id = ?2, lease_expires_at = ?4, started_at = ?3, "
-      "gpu_name = (SELECT gpu_name FROM nodes WHERE id = ?2), usd_per_hour = "
+      "gpu_name = (SELECT gpu_name FROM nodes WHERE id = ?2), verifier_class = (SELECT "
+      "repro_class FROM nodes WHERE id = ?2), usd_per_hour = "
       "COALESCE((SELECT p.usd_per_hour FROM prices p, nodes n WHERE n.id = ?2 AND p.gpu = "
       "n.gpu_name), (SELECT p.usd_per_hour FROM prices p WHERE p.gpu = '*'), 0) "
       "WHERE NOT EXISTS (SELECT 1 FROM jobs WHERE lease_nonce = ?1) AND " +
@@ -206,11 +211,17 @@ Plan RespondVerificationClaim(const Ctx& ctx, const Rows& v, const Rows& sizes) 
 
 Plan HandleWork(CtxPtr ctx) {
   FieldReader r(ctx->body);
-  static const char* const kKeys[] = {"verify", nullptr};
+  static const char* const kKeys[] = {"verify", "repro_class", nullptr};
   r.OnlyKeys(kKeys);
   bool verify = false;
   r.Bool("verify", &verify, false);
   if (!r.ok()) return Plan::Fail(r.status());
+  // The node's reproducibility class, reported with each claim (repro_class.h): it applies
+  // from this claim's replay match and the checkpoints this lease commits on.
+  std::string repro;
+  Status rc = ReadReproClass(ctx->body, "repro_class", &repro);
+  if (!rc.ok() && rc.code() != Code::kNotFound) return Plan::Fail(rc);
+  const SqlValue repro_class = rc.ok() ? SqlValue(repro) : SqlValue::Null();
   const CoreConfig& config = *ctx->config;
   const int64_t now = ctx->now();
   const std::string& node = ctx->caller.id;
@@ -264,14 +275,16 @@ Plan HandleWork(CtxPtr ctx) {
       "lease_nonce = ?1) AND epoch < (SELECT lease_epoch FROM jobs WHERE lease_nonce = ?1)",
       {nonce});
   b.Add(
-      "INSERT INTO segments (job_id, epoch, node_id, gpu_name, usd_per_hour, "
+      "INSERT INTO segments (job_id, epoch, node_id, gpu_name, repro_class, usd_per_hour, "
       "heartbeat_interval_s, started_at, step_start, step_end, step_committed) "
-      "SELECT j.id, j.lease_epoch, n.id, n.gpu_name, COALESCE((SELECT p.usd_per_hour FROM prices "
+      "SELECT j.id, j.lease_epoch, n.id, n.gpu_name, COALESCE(?5, n.repro_class), COALESCE((SELECT "
+      "p.usd_per_hour FROM prices "
       "p WHERE p.gpu = n.gpu_name), (SELECT p.usd_per_hour FROM prices p WHERE p.gpu = '*'), 0), "
       "?3, ?4, COALESCE(j.ckpt_step, 0), COALESCE(j.ckpt_step, 0), COALESCE(j.ckpt_step, 0) "
       "FROM jobs j JOIN nodes n ON n.id = ?2 WHERE j.lease_nonce = ?1",
-      {nonce, node, config.heartbeat_interval_s, now});
-  b.Add("UPDATE nodes SET last_seen_at = ? WHERE id = ?", {now, node});
+      {nonce, node, config.heartbeat_interval_s, now, repro_class});
+  b.Add("UPDATE nodes SET last_seen_at = ?, repro_class = COALESCE(?, repro_class) WHERE id = ?",
+        {now, repro_class, node});
   b.Add(InputSizesSql("j.lease_nonce = ?"), {nonce});
   // The live lease that kept this node from a claim, if any (only to say so in the 204).
   b.Add(

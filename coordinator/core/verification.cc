@@ -30,4 +30,13 @@ std::string VerificationKey(const std::string& job, const std::string& verificat
 const char* const kVerificationKeySql =
     "('jobs/' || job_id || '/verify/' || id || '/e' || CAST(? AS TEXT))";
 
+const char* const kLastReplayOpenSql =
+    "EXISTS (SELECT 1 FROM verifications lv WHERE lv.job_id = jobs.id AND lv.step = "
+    "jobs.steps_total AND lv.state IN ('pending', 'running'))";
+
+const char* const kReleaseVerifiedSql =
+    "UPDATE jobs SET state = 'completed', finished_at = ?, updated_at = ? WHERE state = "
+    "'verifying' AND NOT EXISTS (SELECT 1 FROM verifications lv WHERE lv.job_id = jobs.id AND "
+    "lv.step = jobs.steps_total AND lv.state IN ('pending', 'running'))";
+
 }  // namespace gleaner::core

@@ -41,4 +41,14 @@ std::string VerificationKey(const std::string& job, const std::string& verificat
 // parameter, the epoch.
 extern const char* const kVerificationKeySql;
 
+// SQL over a jobs row: a replay of its last segment is still open (pending or running). A job
+// with verify_fraction > 0 completes as 'verifying' while one is.
+extern const char* const kLastReplayOpenSql;
+
+// One statement (parameters: finished_at, updated_at) that releases every 'verifying' job whose
+// last segment has no open replay left: it agreed (round 1, or round 2 with the trainer), or
+// could not be checked (unverifiable). A replay that condemned the segment rewound the job
+// first, in the same batch, so it is no longer 'verifying'.
+extern const char* const kReleaseVerifiedSql;
+
 }  // namespace gleaner::core

@@ -667,6 +667,100 @@ test("bound outputs: the last checkpoint names the outputs, complete must match 
   }
 });
 
+// Verified delivery helpers: a node trains a whole synthetic(5) job (one checkpoint, the last,
+// with its outputs) and completes; a node takes the open replay and commits its result.
+async function finishJob(node, job, epoch, ckpt, out) {
+  const base = `/v1/jobs/${job}`;
+  const list = [{ name: "chain.txt", sha256: sha256(out), size: out.length }];
+  const up = expectOk(await call("POST", `${base}/checkpoints`, { token: node.token, body: { epoch, step: 5 } }));
+  assert.ok((await putBlob(up.url, ckpt)).status < 300);
+  expectOk(await call("POST", `${base}/checkpoints/5/commit`, { token: node.token, body: { epoch, sha256: sha256(ckpt), size: ckpt.length, outputs: list } }));
+  const o = expectOk(await call("POST", `${base}/outputs`, { token: node.token, body: { epoch, name: "chain.txt" } }));
+  assert.ok((await putBlob(o.url, out)).status < 300);
+  return expectOk(await call("POST", `${base}/complete`, { token: node.token, body: { epoch, outputs: list } }));
+}
+async function replayLast(node, ckpt, out) {
+  const vc = expectOk(await call("POST", "/v1/work", { token: node.token, body: { verify: true } }));
+  assert.equal(vc.verification.stop_step, 5);
+  const vpath = `/v1/verifications/${vc.verification.id}`;
+  const ve = vc.lease.epoch;
+  const vup = expectOk(await call("POST", `${vpath}/checkpoint`, { token: node.token, body: { epoch: ve } }));
+  assert.ok((await putBlob(vup.url, ckpt)).status < 300);
+  const outputs = [{ name: "chain.txt", sha256: sha256(out), size: out.length }];
+  return expectOk(await call("POST", `${vpath}/commit`, { token: node.token, body: { epoch: ve, sha256: sha256(ckpt), size: ckpt.length, outputs } }));
+}
+
+test("verified delivery: a job is verifying until the replay of its last segment agrees, then its outputs are released", async () => {
+  const dev = developer();
+  try {
+    const gpu = `GPU-${uid()}`;
+    const trainer = await newNode(24000, gpu);
+    const job = expectOk(await dev.submit(synthetic(5, { verify_fraction: 0.001 })), 201);
+    const w = expectOk(await claim(trainer));
+    assert.equal(w.job.id, job.id);
+    const ckpt = randomBytes(800), out = randomBytes(200);
+    const done = await finishJob(trainer, job.id, w.lease.epoch, ckpt, out);
+    assert.equal(done.state, "verifying");
+    let got = expectOk(await call("GET", `/v1/jobs/${job.id}`, { token: await dev.token() }));
+    assert.equal(got.state, "verifying");
+    assert.deepEqual(got.outputs, []);
+    assert.equal(got.verification.open, 1);
+    expectError(await call("GET", `/v1/jobs/${job.id}/result`, { token: await dev.token() }), 409, "conflict");
+    const listed = expectOk(await call("GET", "/v1/jobs?state=verifying", { token: await dev.token() }));
+    assert.ok(listed.jobs.some((j) => j.id === job.id));
+    await replayLast(await newNode(24000, gpu), ckpt, out);
+    got = expectOk(await call("GET", `/v1/jobs/${job.id}`, { token: await dev.token() }));
+    assert.equal(got.state, "completed");
+    assert.equal(got.outputs.length, 1);
+    assert.equal(got.verification.verified, 1);
+    expectOk(await call("GET", `/v1/jobs/${job.id}/result`, { token: await dev.token() }));
+  } finally {
+    await dev.cleanup();
+  }
+});
+
+test("taint: a forger caught by two replays reopens the completed jobs it trained, naming the released outputs", async () => {
+  const dev = developer();
+  try {
+    const gpu = `GPU-${uid()}`;
+    const forger = await newNode(24000, gpu);
+    const a = await newNode(24000, gpu), b = await newNode(24000, gpu);
+    // job1: the forger's work agrees with a replay and is released.
+    const job1 = expectOk(await dev.submit(synthetic(5, { verify_fraction: 0.001 })), 201);
+    const w1 = expectOk(await claim(forger));
+    assert.equal(w1.job.id, job1.id);
+    const c1 = randomBytes(800), o1 = randomBytes(200);
+    assert.equal((await finishJob(forger, job1.id, w1.lease.epoch, c1, o1)).state, "verifying");
+    await replayLast(a, c1, o1);
+    assert.equal(expectOk(await call("GET", `/v1/jobs/${job1.id}`, { token: await dev.token() })).state, "completed");
+    // job2: forged; two honest replays condemn it and quarantine the forger.
+    const job2 = expectOk(await dev.submit(synthetic(5, { verify_fraction: 0.001 })), 201);
+    const w2 = expectOk(await claim(forger));
+    assert.equal(w2.job.id, job2.id);
+    const honest = randomBytes(800), o2 = randomBytes(200);
+    await finishJob(forger, job2.id, w2.lease.epoch, randomBytes(800), o2);
+    await replayLast(a, honest, o2);
+    await replayLast(b, honest, o2);
+    const q = await call("POST", "/v1/work", { token: forger.token, body: {} });
+    assert.equal(q.status, 204);
+    assert.equal(q.headers.get("gleaner-node-state"), "quarantined");
+    const ev = expectOk(await call("GET", `/v1/jobs/${job1.id}/events`, { token: await dev.token() }));
+    assert.equal(ev.job.state, "pending");
+    assert.equal(ev.job.latest_checkpoint, null);
+    assert.deepEqual(ev.job.outputs, []);
+    assert.equal(ev.job.verification.reopened, 1);
+    assert.equal(ev.reopened.length, 1);
+    assert.equal(ev.reopened[0].event, "reopened: a node in this job's lineage was found forging");
+    assert.equal(ev.reopened[0].node_id, forger.id);
+    assert.equal(ev.reopened[0].step, 0);
+    assert.deepEqual(ev.reopened[0].outputs_released, [{ name: "chain.txt", sha256: sha256(o1), size: o1.length }]);
+    assert.ok(ev.segments.every((s) => s.rework === true));
+    expectError(await call("GET", `/v1/jobs/${job1.id}/result`, { token: await dev.token() }), 409, "conflict");
+  } finally {
+    await dev.cleanup();
+  }
+});
+
 test("complete: outputs uploaded, result URLs download the same bytes, later writes are 409", async () => {
   const dev = developer();
   try {

@@ -58,6 +58,11 @@ TEST_CASE("agents with --verify replay each other's segments and agree on every 
     CHECK(v["verdict"] == "agree");
     CHECK(v["node_id"] != v["trainer_node"]);
     CHECK(v["result_sha256"] == v["claimed_sha256"]);
+    // The agents report their reproducibility class; the replay came from the same one.
+    CHECK(v["trainer_class"]["device"] == "cpu");
+    CHECK(v["trainer_class"]["gpu_model"] == "cpu");
+    CHECK(v["trainer_class"]["trainer_build"].get<std::string>().size() == 16);
+    CHECK(v["verifier_class"] == v["trainer_class"]);
   }
   for (const auto& [id, state] : NodeStates(f.coordinator())) CHECK(state == "active");
   CHECK((a.Log() + b.Log()).find("committed the checkpoint of step") != std::string::npos);
@@ -83,7 +88,9 @@ TEST_CASE("a forging trainer is caught by gleaner-agent verifiers and the job en
     INFO(error);
     REQUIRE(forger.Step(&error));
   }
-  REQUIRE(f.Job(job).value("state", "") == "completed");
+  // Its last segment is always replayed: the job waits in 'verifying', its output withheld.
+  REQUIRE(f.Job(job).value("state", "") == "verifying");
+  REQUIRE(f.Job(job)["outputs"].empty());
   REQUIRE(forger.uploads().size() == size_t(kSteps / kEvery));
 
   AgentProcess& a = f.AddAgent("a", {}, {"--verify"});

@@ -9,7 +9,7 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
-LAYERS=(common images nn models/text models/vae denoiser models/unet models/loader sampling training
+LAYERS=(common images nn models/text models/vae denoiser models/unet models/flux models/loader sampling training
   jobs/synthetic jobs/lora jobs commands)
 bad=0
 rank_of() { # a folder under agent/train -> its rank in LAYERS, or -1

@@ -1,9 +1,12 @@
-// `gleaner-train forward`: runs the UNet once on given inputs and writes the output (and LoRA
+// `gleaner-train forward`: runs a denoiser once on given inputs and writes the output (and LoRA
 // gradients), so any reference implementation can be checked against this one.
 //
 //   gleaner-train forward --config C --weights W --inputs I [--lora L] [--grad-weights R] --out O
 //                         [--device cpu|cuda] [--dtype fp32|bf16|fp16]
 //
+// The config picks the family: a FluxTransformer2DModel config (or no --config with a FLUX
+// single-file W, whose config is inferred) runs FLUX (flux_forward.h: its inputs and output);
+// any other config is a UNet2DConditionModel's, as below.
 // I: safetensors with `sample` [B,C,H,W], `timestep` [B] (or scalar), `encoder_hidden_states`,
 //    and, when the config has addition_embed_type "text_time" (SDXL), `text_embeds` [B,P] and
 //    `time_ids` [B,6].
@@ -23,7 +26,9 @@
 
 #include "agent/protocol/trainer_protocol.h"
 #include "agent/train/commands/commands.h"
+#include "agent/train/commands/flux_forward.h"
 #include "agent/train/denoiser/denoiser_lora.h"
+#include "agent/train/models/flux/flux_config.h"
 #include "agent/train/models/loader/tiny_diffusers_model.h"
 #include "agent/train/models/unet/unet.h"
 #include "agent/train/nn/torch_compat.h"
@@ -55,10 +60,21 @@ Status RunForward(const ForwardArgs& a) {
   torch::Device device = torch::kCPU;
   c10::ScalarType dtype = torch::kFloat32;
   GLEANER_RETURN_IF_ERROR(ResolveDevice(a, &device, &dtype));
+  FluxForwardArgs fa{nullptr,        a.weights, a.inputs, a.lora,
+                     a.grad_weights, a.out,     a.device, a.dtype};
+  if (a.config.empty()) return RunFluxForward(fa);  // a FLUX single file, or an error
   Result<std::string> text = ReadFile(a.config);
   if (!text.ok()) return text.status();
   Result<Json> j = ParseJson(*text);
   if (!j.ok()) return Status::Invalid(a.config + ": " + j.status().message());
+  if (flux::IsFluxConfig(*j)) {
+    fa.config = &*j;
+    Status s = RunFluxForward(fa);
+    if (!s.ok() && s.message().rfind("config.", 0) == 0) {
+      return Status(s.code(), a.config + ": " + s.message());
+    }
+    return s;
+  }
   Result<UNetConfig> cfg = ParseUNetConfig(*j);
   if (!cfg.ok()) return cfg.status();
   Result<TensorMap> weights = LoadWeights(a.weights);
@@ -163,11 +179,12 @@ int ForwardMain(int argc, char** argv) {
                  "gleaner-train forward: --device cpu|cuda, --dtype fp32|bf16 (fp16: cuda only)\n");
     return kExitUsage;
   }
-  if (a.config.empty() || a.weights.empty() || a.inputs.empty() || a.out.empty()) {
+  if (a.weights.empty() || a.inputs.empty() || a.out.empty()) {
     std::fprintf(stderr,
-                 "usage: gleaner-train forward --config C --weights W --inputs I [--lora L] "
+                 "usage: gleaner-train forward [--config C] --weights W --inputs I [--lora L] "
                  "[--grad-weights R] --out O\n"
-                 "       [--device cpu|cuda] [--dtype fp32|bf16|fp16]\n");
+                 "       [--device cpu|cuda] [--dtype fp32|bf16|fp16]\n"
+                 "  (--config may be left out for a FLUX single-file W)\n");
     return kExitUsage;
   }
   Status s = RunForward(a);

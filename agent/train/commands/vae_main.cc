@@ -3,11 +3,13 @@
 //
 //   gleaner-train vae --config C --weights W --inputs I --out O [--seed S] [--png DIR]
 //
-// I: safetensors with `image` [B,C,H,W] in [-1, 1] and/or `latent` [B,L,h,w] (fed to the decoder
-//    as is, without scaling_factor). O: for `image`, `mean`, `logvar`, `std` of the latent
-//    distribution (and, with --seed, `sample` = latent_dist.sample(generator seeded S) and
-//    `latents` = the scaled training latents); for `latent`, `decoded` (the decoder's float
-//    output) and `decoded_u8` (the 8-bit image a pipeline would save); with --png, also
+// I: safetensors with `image` [B,C,H,W] in [-1, 1] and/or `latent` [B,L,h,w]. O: for `image`,
+//    `mean`, `logvar`, `std` of the latent distribution, `scaled_mean` = (mean − shift_factor) ·
+//    scaling_factor (the training latents without noise) and `decoded_mean` = decode(mean) (and,
+//    with --seed, `sample` = latent_dist.sample(generator seeded S) and `latents` = the scaled
+//    training latents); for `latent`, `decoded` (the decoder's float output for `latent` fed as
+//    is), `decoded_scaled` = decode(latent / scaling_factor + shift_factor) (what sampling does
+//    with a pipeline latent) and `decoded_u8` (the 8-bit image of `decoded`); with --png, also
 //    DIR/<i>.png of decoded_u8 (3 output channels only).
 #include <cstdio>
 #include <cstdlib>
@@ -61,6 +63,8 @@ Status RunVae(const VaeArgs& a) {
       out["mean"] = d.mean;
       out["logvar"] = d.logvar;
       out["std"] = d.std;
+      out["scaled_mean"] = ScaleLatents(*cfg, d.mean);
+      out["decoded_mean"] = model.Decode(d.mean);
       if (!a.seed.empty()) {
         torch::Generator gen = at::detail::createCPUGenerator(seed);
         out["sample"] = d.Sample(gen);
@@ -69,6 +73,7 @@ Status RunVae(const VaeArgs& a) {
     }
     if (latent != inputs->end()) {
       out["decoded"] = model.Decode(latent->second);
+      out["decoded_scaled"] = model.Decode(UnscaleLatents(*cfg, latent->second));
       out["decoded_u8"] = DecodedToU8(out["decoded"]);
     }
     if (!a.png.empty()) {

@@ -4,7 +4,9 @@
 // next) implements it in its own folder and registers in models/loader/denoisers.cc.
 //
 //   Forward(x_t [B,C,h,w], t [B], cond) -> [B,C,h,w]     what the objective regresses onto
-//   cond: text [B,T,D] per-token states; pooled [B,P]; time_ids [B,6] (as shape() says)
+//   cond: text [B,T,D] per-token states; pooled [B,P]; time_ids [B,6]; guidance [B] (as
+//         shape() says)
+//   t: DDPM timesteps (kDdpm) or σ in [0,1] (kFlowMatch), as objective() says
 //
 // Contract: a Denoiser owns its network (a torch::nn::Module with frozen base weights placed as
 // placement() says) and outlives the LoRA adapters attached to its targets (DenoiserLora). Its
@@ -32,11 +34,13 @@ struct Conditioning {
   torch::Tensor text;      // [B,T,context_dim] per-token text states
   torch::Tensor pooled;    // [B,pooled_dim] pooled text embedding (SDXL)
   torch::Tensor time_ids;  // [B,6] SDXL micro-conditioning: orig_h, orig_w, crop_t, crop_l, h, w
+  torch::Tensor guidance;  // [B] (FLUX dev) distilled guidance scale
 };
 
 // How training noises latents and what the output is regressed onto (training/objective.h).
 enum class ObjectiveKind {
-  kDdpm,  // discrete DDPM timesteps; target ε or v (the job's prediction_type)
+  kDdpm,       // discrete DDPM timesteps; target ε or v (the job's prediction_type)
+  kFlowMatch,  // rectified flow: x_t = (1-σ)x + σε, t = σ in [0,1]; target ε - x (FLUX)
 };
 
 class Denoiser {

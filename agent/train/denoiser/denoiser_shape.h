@@ -13,6 +13,7 @@ struct DenoiserShape {
   int64_t context_dim = 0;      // D of cond.text
   int64_t pooled_dim = 0;       // P of cond.pooled; 0: not used
   bool time_ids = false;        // cond.time_ids needed
+  bool guidance = false;        // cond.guidance needed (FLUX dev)
   // The native latent size (pixels / VAE factor): what the model was trained at.
   int64_t sample_height = 64, sample_width = 64;
 };

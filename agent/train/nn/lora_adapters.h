@@ -10,6 +10,12 @@
 //                   component gives its targets other kohya paths (the SDXL UNet: the LDM
 //                   paths sd-scripts writes, models/unet/ldm_names.h).
 // y = W x + b + (alpha / r) B (A x); all targets share one rank and one alpha.
+// A component whose kohya layout fuses several targets into one layer (FLUX's qkv) names those
+// fused layers (KohyaFused): such a layer is written as one adapter, down = the parts' A stacked
+// [n*r, in], up = their B block-diagonal [sum of rows, n*r] (zero rows for parts that are not
+// targets), alpha * n (so alpha / rank is unchanged), and read back split: exactly (rank r,
+// alpha / n) when up is block-diagonal like that, else each part gets the whole down and its
+// rows of up.
 //
 // Contract: adapters are fp32 tensors requiring grad, attached to (not owned by) the targets'
 // LoraLinearImpl, which must outlive this object. Reading a file takes only this component's keys
@@ -43,13 +49,23 @@ struct LoraPrefixes {
 std::string LoraKey(LoraFormat format, const LoraPrefixes& prefixes, const std::string& module,
                     LoraPart part);
 
+// One fused kohya layer (see above): its path K and, per part in output-row order, the part's
+// output rows and its target index (-1: not a target).
+struct KohyaFused {
+  std::string path;
+  std::vector<int64_t> rows;
+  std::vector<int> targets;
+};
+
 class LoraAdapters {
  public:
   using Targets = std::vector<std::pair<std::string, LoraLinearImpl*>>;  // module path, layer
 
   LoraAdapters() = default;
   // kohya_paths: the kohya path K of each target, in target order; empty: K = M for all.
-  LoraAdapters(LoraPrefixes prefixes, Targets targets, std::vector<std::string> kohya_paths = {});
+  // fused: the kohya layers that fuse targets (their targets' kohya_paths entries are unused).
+  LoraAdapters(LoraPrefixes prefixes, Targets targets, std::vector<std::string> kohya_paths = {},
+               std::vector<KohyaFused> fused = {});
 
   // Fresh adapters: A ~ N(0, (1/r)^2) drawn from gen in target order, B = 0.
   Status Attach(int64_t rank, double alpha, torch::Generator gen);
@@ -75,9 +91,20 @@ class LoraAdapters {
   // The file key of target i's tensor `part` in `format`.
   std::string Key(size_t i, LoraFormat format, LoraPart part) const;
 
+  // Per target: the (A, B, alpha) a file holds for it and the keys that gave them.
+  struct FileAdapter {
+    torch::Tensor a, b;
+    double alpha = 0;
+    std::vector<std::string> keys;
+  };
+  Status ReadTarget(size_t i, const TensorMap& file, LoraFormat format, FileAdapter* out) const;
+  Status ReadFused(const KohyaFused& f, const TensorMap& file, std::vector<FileAdapter>* out) const;
+  bool IsFused(size_t i) const;
+
   LoraPrefixes prefixes_;
   Targets targets_;
   std::vector<std::string> kohya_paths_;
+  std::vector<KohyaFused> fused_;
   int64_t rank_ = 0;
   double alpha_ = 0;
 };

@@ -4,6 +4,7 @@
 #include <limits>
 #include <set>
 
+#include "agent/train/nn/torch_compat.h"
 #include "shared/json.h"
 #include "shared/native/files.h"
 #include "shared/safetensors.h"
@@ -72,6 +73,11 @@ bool ToTorch(st::DType d, torch::Dtype* out) {
     case st::DType::kBool:
       *out = torch::kBool;
       return true;
+#if GLEANER_TORCH_AT_LEAST(2, 1)
+    case st::DType::kF8E4M3:
+      *out = c10::kFloat8_e4m3fn;
+      return true;
+#endif
     default:
       return false;
   }
@@ -103,6 +109,11 @@ bool FromTorch(torch::Dtype d, st::DType* out) {
     case torch::kBool:
       *out = st::DType::kBool;
       return true;
+#if GLEANER_TORCH_AT_LEAST(2, 1)
+    case c10::kFloat8_e4m3fn:
+      *out = st::DType::kF8E4M3;
+      return true;
+#endif
     default:
       return false;
   }
@@ -125,6 +136,11 @@ Result<TensorMap> DecodeSafetensors(const std::string& bytes, const std::string&
   Status s = CatchTorch("loading tensors", [&]() -> Status {
     for (const auto& [name, v] : parsed->tensors) {
       torch::Dtype dt;
+      if (v.dtype == st::DType::kF8E4M3 && !kHasFp8) {
+        return Status::Invalid(path + ": tensor " + name +
+                               " is float8_e4m3fn (F8_E4M3), which needs libtorch 2.1 or newer "
+                               "(this is " TORCH_VERSION "); use a bf16 or fp16 checkpoint");
+      }
       if (!ToTorch(v.dtype, &dt)) {
         return Status::Invalid(path + ": tensor " + name + " has unsupported dtype " +
                                st::DTypeName(v.dtype));

@@ -242,7 +242,8 @@ function timelineSpans(ev) {
     spans.push({ kind: "lease", from: start, to: end, s });
     waitFrom = end;
   }
-  if (!["completed", "failed", "canceled"].includes(job.state) &&
+  // A verifying job waits for the replay of its last segment, not in the queue.
+  if (!["verifying", "completed", "failed", "canceled"].includes(job.state) &&
       (!ev.segments.length || ev.segments.at(-1).ended_at)) {
     spans.push({ kind: "queue", from: waitFrom, to: Date.now() / 1000 });
   }
@@ -259,7 +260,11 @@ function drawTimeline() {
   g.setTransform(dpr, 0, 0, dpr, 0, 0);
   g.clearRect(0, 0, w, h);
   if (!ev) { cv.dataset.segments = "0"; return; }
-  $("timeline-job").textContent = `${ev.job.id} — ${ev.job.state}, ${ev.job.step}/${ev.job.steps} steps, ${usd(ev.job.cost_usd)}`;
+  const vf = ev.job.verification || {};
+  // Replays (verified / rejected / unverifiable) and reopens after a forger was found in the lineage.
+  const checks = vf.fraction ? ` · replays ${vf.verified ?? 0} verified, ${vf.rejected ?? 0} rejected, ${vf.unverifiable ?? 0} unverifiable` : "";
+  const reopened = (ev.reopened || []).length ? ` · reopened ${ev.reopened.length}× (${ev.reopened[0].event})` : "";
+  $("timeline-job").textContent = `${ev.job.id} — ${ev.job.state}, ${ev.job.step}/${ev.job.steps} steps, ${usd(ev.job.cost_usd)}${checks}${reopened}`;
   const spans = timelineSpans(ev);
   const t0 = Math.min(...spans.map((s) => s.from)), t1 = Math.max(...spans.map((s) => s.to), t0 + 1);
   const X = (t) => 10 + ((t - t0) / (t1 - t0)) * (w - 20);

@@ -10,6 +10,7 @@
 // queued jobs for verifying nodes).
 // Reports: dishonest nodes quarantined (detection rate) and honest ones (false positives),
 // forged checkpoints accepted and how many were caught, jobs whose result is not the honest one,
+// jobs delivered with a forged output and completed jobs reopened by a cheater's taint,
 // the replay overhead (steps replayed / steps trained) and the rework rewinds caused, and the
 // time to quarantine a cheater (its accepted forgeries and the fleet rounds until then).
 #include <algorithm>
@@ -169,13 +170,17 @@ int main(int argc, char** argv) {
   }
   // Forged checkpoints accepted from dishonest trainers, and their fate.
   std::map<std::pair<std::string, int64_t>, std::vector<Json>> by_segment;
-  int jobs_honest = 0;
+  int jobs_honest = 0, jobs_forged = 0, reopened = 0, unverifiable = 0;
   for (const std::string& j : jobs) {
     const Json e = events(j);
     bool honest =
         e["job"]["state"] == "completed" && e["job"]["outputs"].size() == 1 &&
         e["job"]["outputs"][0]["sha256"] == Sha256Hex(ReplayNode::HonestOutput(j, a.steps));
     jobs_honest += honest;
+    // Delivered (completed) with an output that is not the honest one.
+    jobs_forged += e["job"]["state"] == "completed" && !honest;
+    reopened += int(e["reopened"].size());
+    unverifiable += e["job"]["verification"]["unverifiable"].get<int>();
     for (const Json& v : e["verifications"]) by_segment[{j, v["step"].get<int64_t>()}].push_back(v);
   }
   int forged = 0, forged_judged = 0, forged_voided = 0;
@@ -215,12 +220,18 @@ int main(int argc, char** argv) {
       "  forged checkpoints accepted: %d; judged bad: %d; discarded with an earlier bad "
       "one: %d; never checked: %d\n",
       forged, forged_judged, forged_voided, forged - forged_judged - forged_voided);
-  std::printf("  jobs with the honest result: %d of %d\n", jobs_honest, a.jobs);
+  std::printf("  jobs with the honest result: %d of %d; completed with a forged output: %d\n",
+              jobs_honest, a.jobs, jobs_forged);
+  std::printf(
+      "  completed jobs reopened (a forger in their lineage): %d; unverifiable replays: %d\n",
+      reopened, unverifiable);
   std::printf(
       "  steps trained %lld (needed %lld: rework %.1f%%), replayed %lld (overhead %.1f%% of "
       "trained)\n",
       (long long)trained, (long long)needed, 100.0 * double(trained - needed) / double(needed),
       (long long)replayed, 100.0 * double(replayed) / double(trained));
+  std::printf("  replayed / steps needed (rework excluded from the base): %.1f%%\n",
+              100.0 * double(replayed) / double(needed));
   static const char* const kForgeryNames[] = {"honest", "perturb", "other-job", "skip-steps",
                                               "forge-output"};
   for (const ReplayNode& n : nodes) {
@@ -234,5 +245,5 @@ int main(int argc, char** argv) {
                   n.id().c_str(), kind, it->second, forged_by_then[n.id()]);
     }
   }
-  return done && honest_quarantined == 0 ? 0 : 1;
+  return done && honest_quarantined == 0 && jobs_forged == 0 ? 0 : 1;
 }

@@ -103,6 +103,7 @@ TEST_CASE(
 
 TEST_CASE("maintenance voids replays no node claimed within the grace", "[hygiene]") {
   TestEnv env;
+  env.Node("m-any");  // a node that could take the replay: it is not unverifiable
   const std::string job = env.Submit(env.Developer(), 100);
   env.Query(
       "INSERT INTO verifications (id, job_id, round, step_from, step, claimed_sha256, "

@@ -259,11 +259,20 @@ TEST_CASE("lora-sd: a trainer that forges its LoRA is caught by --verify agents"
   h::AgentProcess forger(t.tmp.path(), "forger", t.coord->url(), t.enroll, {},
                          {"--trainer", forging});
   REQUIRE(forger.Start(&error));
-  const bool forged = h::WaitUntil([&] { return t.Job().value("state", "") == "completed"; },
+  // Its last segment is always replayed: the job waits in 'verifying' and the forged outputs
+  // are never released.
+  const bool forged = h::WaitUntil([&] { return t.Job().value("state", "") == "verifying"; },
                                    h::Millis(120000), h::Millis(100));
   INFO(forger.Log());
   REQUIRE(forged);
-  std::map<std::string, std::string> forged_outputs = t.Outputs();
+  CHECK(t.dev->Get("/v1/jobs/" + t.id + "/result").status == 409);
+  std::string forged_sha;
+  for (const Json& c : t.dev->Get("/v1/jobs/" + t.id + "/events").json()["checkpoints"]) {
+    for (const Json& o : c["outputs"].is_array() ? c["outputs"] : Json::array()) {
+      if (o["name"] == "lora.safetensors") forged_sha = o["sha256"];
+    }
+  }
+  REQUIRE(!forged_sha.empty());
 
   // Honest verifiers replay its segments: the first disagrees, the second agrees with the first,
   // the forger is quarantined and the job rewound; the honest agents train it again.
@@ -293,6 +302,6 @@ TEST_CASE("lora-sd: a trainer that forges its LoRA is caught by --verify agents"
   }
   CHECK(trainer_bad >= 1);
   std::map<std::string, std::string> got = t.Outputs();
-  CHECK(got["lora.safetensors"] != forged_outputs["lora.safetensors"]);
+  CHECK(Sha256Hex(got["lora.safetensors"]) != forged_sha);
   t.CheckHonestOutputs(got);
 }

@@ -444,7 +444,6 @@ TEST_CASE("schedule CLI: bad configs and arguments give one clear error", "[samp
   REQUIRE(WriteFileDurable(tmp / "broken.json", "{").ok());
   const std::pair<std::vector<std::string>, const char*> cases[] = {
       {{"--config", tmp / "karras.json", "--steps", "4"}, "use_karras_sigmas"},
-      {{"--config", tmp / "flow.json", "--steps", "4"}, "FlowMatchEulerDiscreteScheduler"},
       {{"--scheduler", "ddim", "--config", tmp / "flow.json", "--steps", "4"},
        "FlowMatchEulerDiscreteScheduler"},
       {{"--config", tmp / "broken.json", "--steps", "4"}, "broken.json"},

@@ -1,5 +1,6 @@
 #include "agent/train/models/loader/denoisers.h"
 
+#include "agent/train/models/flux/flux_denoiser.h"
 #include "agent/train/models/unet/unet.h"
 
 namespace gleaner::train::models {
@@ -17,16 +18,40 @@ Result<std::shared_ptr<Denoiser>> BuildUnet(const unet::UNetConfig& config,
   return std::shared_ptr<Denoiser>(std::move(net));
 }
 
+Result<std::shared_ptr<Denoiser>> BuildFlux(const flux::FluxConfig& config,
+                                            const TensorMap& weights,
+                                            const BasePlacement& placement) {
+  Result<std::shared_ptr<flux::FluxDenoiser>> net =
+      flux::BuildFluxDenoiser(config, weights, placement);
+  if (!net.ok()) return net.status();
+  return std::shared_ptr<Denoiser>(std::move(*net));
+}
+
+Result<std::shared_ptr<Denoiser>> Build(const unet::UNetConfig& c, const TensorMap& weights,
+                                        const BasePlacement& placement) {
+  return BuildUnet(c, weights, placement);
+}
+Result<std::shared_ptr<Denoiser>> Build(const flux::FluxConfig& c, const TensorMap& weights,
+                                        const BasePlacement& placement) {
+  return BuildFlux(c, weights, placement);
+}
+DenoiserShape Shape(const unet::UNetConfig& c) {
+  return unet::ShapeOf(c);
+}
+DenoiserShape Shape(const flux::FluxConfig& c) {
+  return flux::ShapeOf(c);
+}
+
 }  // namespace
 
 Result<std::shared_ptr<Denoiser>> BuildDenoiser(const DenoiserConfig& config,
                                                 const TensorMap& weights,
                                                 const BasePlacement& placement) {
-  return std::visit([&](const auto& c) { return BuildUnet(c, weights, placement); }, config);
+  return std::visit([&](const auto& c) { return Build(c, weights, placement); }, config);
 }
 
 DenoiserShape ShapeOf(const DenoiserConfig& config) {
-  return std::visit([](const auto& c) { return unet::ShapeOf(c); }, config);
+  return std::visit([](const auto& c) { return Shape(c); }, config);
 }
 
 }  // namespace gleaner::train::models

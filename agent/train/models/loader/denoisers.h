@@ -14,6 +14,7 @@
 #include <variant>
 
 #include "agent/train/denoiser/denoiser.h"
+#include "agent/train/models/flux/flux_config.h"
 #include "agent/train/models/unet/unet_config.h"
 #include "agent/train/nn/placement.h"
 #include "agent/train/nn/torch_io.h"
@@ -21,8 +22,8 @@
 
 namespace gleaner::train::models {
 
-// One alternative per family: the SD 1.x/2.x/SDXL UNet.
-using DenoiserConfig = std::variant<unet::UNetConfig>;
+// One alternative per family: the SD 1.x/2.x/SDXL UNet, the FLUX.1 transformer.
+using DenoiserConfig = std::variant<unet::UNetConfig, flux::FluxConfig>;
 
 Result<std::shared_ptr<Denoiser>> BuildDenoiser(const DenoiserConfig& config,
                                                 const TensorMap& weights,
