@@ -334,3 +334,24 @@ TEST_CASE("reproducibility class: alone in its class, a segment ends unverifiabl
             .json["verifications_unverifiable"] == 1);
   CHECK(f.env.JobState(job) == "completed");
 }
+
+TEST_CASE("unverifiable: a disputed last segment is never released unjudged", "[verify]") {
+  Fleet f;
+  const std::string job = f.Submit();
+  NodeRef trainer = ClassNode(f.env, "trainer", kClassA);
+  NodeRef first = ClassNode(f.env, "first", kClassA);
+  REQUIRE(f.env.ClaimedJob(trainer) == job);
+  REQUIRE(f.Finish(trainer, job, 1, "ckpt-100", "forged").json["state"] == "verifying");
+  REQUIRE(f.Replay(first, "ckpt-100", "honest").status == 200);  // disagree: round 2 opens
+  // No third node of the class: round 2 waits (it is never unverifiable), the job too.
+  f.env.Advance(601);
+  CHECK(f.env.Post("/v1/admin/maintenance", f.env.operator_token)
+            .json["verifications_unverifiable"] == 0);
+  CHECK(f.env.JobState(job) == "verifying");
+  // Voided unclaimed after the grace: still not released.
+  f.env.Advance(86400);
+  CHECK(f.env.Post("/v1/admin/maintenance", f.env.operator_token).json["verifications_voided"] ==
+        1);
+  CHECK(f.env.JobState(job) == "verifying");
+  CHECK(f.env.Get("/v1/jobs/" + job + "/result", f.dev).status == 409);
+}
