@@ -128,7 +128,8 @@ Plan MaintenanceTick(const CoreConfig* config, int64_t now_ms, const PoolObserva
   // could take is unverifiable: not failed, not verified.
   b.Add(
       "UPDATE verifications SET state = 'done', verdict = 'unverifiable', ended_at = ? WHERE "
-      "state = 'pending' AND created_at < ? AND NOT EXISTS (SELECT 1 FROM nodes n INDEXED BY "
+      "state = 'pending' AND round = 1 AND created_at < ? AND NOT EXISTS (SELECT 1 FROM nodes n "
+      "INDEXED BY "
       "nodes_device WHERE "
       "n.state = 'active' AND n.revoked_at IS NULL AND n.id <> verifications.trainer_node AND "
       "n.id IS NOT verifications.other_node AND (verifications.trainer_gpu IS NULL OR "

@@ -5,7 +5,7 @@
 // to the first lease, or from the end of the previous lease to this one); a group's median and
 // p95 (nearest rank) are over the waits of its segments. Verification (replays that ended in the
 // window, grouped by job, verifying node, its GPU and the day they ended) is billed apart: it is
-// not part of cost_usd.
+// not part of cost_usd; its outcomes are counted (verified, disagreed, unverifiable).
 #include <map>
 
 #include "coordinator/core/job_view.h"
@@ -19,8 +19,13 @@ struct Group {
   CostFigures cost;
   std::vector<double> waits;
   double verification_seconds = 0, verification_cost_usd = 0;
+  // Judged replays: verified (agreed), disagreed (found bad or a round 2), unverifiable.
+  int64_t verified = 0, disagreed = 0, unverifiable = 0;
   void Add(const Group& o) {
     cost.Add(o.cost);
+    verified += o.verified;
+    disagreed += o.disagreed;
+    unverifiable += o.unverifiable;
     verification_seconds += o.verification_seconds;
     verification_cost_usd += o.verification_cost_usd;
     waits.insert(waits.end(), o.waits.begin(), o.waits.end());
@@ -33,19 +38,22 @@ Json OrNull(double v) {
 
 Json GroupJson(const Group& g) {
   const CostFigures& c = g.cost;
-  return {{"segments", c.segments},
-          {"steps", c.steps},
-          {"billable_seconds", c.billable_seconds},
-          {"cost_usd", c.cost_usd},
-          {"cost_per_step", OrNull(c.CostPerStep())},
-          {"wasted_seconds", c.wasted_seconds},
-          {"wasted_cost_usd", c.wasted_cost_usd},
-          {"sampling_seconds", c.sampling_seconds},
-          {"sampling_cost_usd", c.sampling_cost_usd},
-          {"queue_wait_median_s", OrNull(Percentile(g.waits, 50))},
-          {"queue_wait_p95_s", OrNull(Percentile(g.waits, 95))},
-          {"verification_seconds", g.verification_seconds},
-          {"verification_cost_usd", g.verification_cost_usd}};
+  return {
+      {"segments", c.segments},
+      {"steps", c.steps},
+      {"billable_seconds", c.billable_seconds},
+      {"cost_usd", c.cost_usd},
+      {"cost_per_step", OrNull(c.CostPerStep())},
+      {"wasted_seconds", c.wasted_seconds},
+      {"wasted_cost_usd", c.wasted_cost_usd},
+      {"sampling_seconds", c.sampling_seconds},
+      {"sampling_cost_usd", c.sampling_cost_usd},
+      {"queue_wait_median_s", OrNull(Percentile(g.waits, 50))},
+      {"queue_wait_p95_s", OrNull(Percentile(g.waits, 95))},
+      {"verification_seconds", g.verification_seconds},
+      {"verification_cost_usd", g.verification_cost_usd},
+      {"verifications",
+       {{"verified", g.verified}, {"disagreed", g.disagreed}, {"unverifiable", g.unverifiable}}}};
 }
 
 std::string CsvCell(double v) {
@@ -78,7 +86,10 @@ Plan HandleCostReport(CtxPtr ctx) {
   if (!st.ok()) return Plan::Fail(st);
   Batch b;
   AddSegmentQuery(&b, w.from, w.to);
-  b.Add(std::string("SELECT v.job_id, v.node_id, v.gpu_name, v.ended_at, v.billed_ms, ") +
+  // An unverifiable replay had no verifier: it counts under its trainer and the trainer's GPU.
+  b.Add(std::string("SELECT v.job_id, COALESCE(v.node_id, v.trainer_node) AS node_id, "
+                    "COALESCE(v.gpu_name, v.trainer_gpu, '') AS gpu_name, v.ended_at, "
+                    "v.billed_ms, v.verdict, ") +
             kVerificationCostSql +
             " AS cost_usd FROM verifications v WHERE v.state = 'done' AND v.ended_at >= ? AND "
             "v.ended_at < ?",
@@ -105,6 +116,14 @@ Plan HandleCostReport(CtxPtr ctx) {
       Group& g = groups[key];
       g.verification_seconds += double(v.Get(i, "billed_ms").AsInt()) / 1000.0;
       g.verification_cost_usd += v.Get(i, "cost_usd").AsReal();
+      const std::string verdict = v.Get(i, "verdict").AsText();
+      if (verdict == "agree" || verdict == "verifier_bad") {
+        ++g.verified;
+      } else if (verdict == "unverifiable") {
+        ++g.unverifiable;
+      } else {
+        ++g.disagreed;
+      }
     }
     Group total;
     for (const auto& [key, g] : groups) total.Add(g);

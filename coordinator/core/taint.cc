@@ -16,14 +16,15 @@ size_t AddTaintRewind(Batch* b, const std::string& nonce, int64_t now) {
       "(SELECT MIN(s.step_start) FROM segments s WHERE s.job_id = j.id AND s.node_id = b.node "
       "AND s.rework = 0 AND (s.step_committed > s.step_start OR s.ended_at IS NULL))";
   // 0: the set: each job the forger's work reached, and the newest checkpoint at or before it
-  // (0: from scratch), where there is anything to undo.
+  // (0: from scratch), where there is anything to undo. Driven from the forger's leases
+  // (segments_node), one row per lease: a job's duplicates are dropped by the primary key.
   b->Add(
       "INSERT INTO taint_rewinds (nonce, job_id, node_id, step) SELECT ?1, t.id, t.node, t.step "
       "FROM (SELECT j.id, b.node, j.state, j.node_id, j.ckpt_step, (SELECT COALESCE(MAX(c.step), "
       "0) FROM checkpoints c WHERE c.job_id = j.id AND c.step <= " +
-          start + ") AS step FROM jobs j, " + bad +
-          " b WHERE j.id IN (SELECT s.job_id FROM segments s WHERE s.node_id = b.node AND "
-          "s.rework = 0) AND j.state IN ('pending', 'running', 'verifying', 'completed') AND " +
+          start + ") AS step FROM " + bad +
+          " b JOIN segments s0 ON s0.node_id = b.node AND s0.rework = 0 JOIN jobs j ON j.id = "
+          "s0.job_id WHERE j.state IN ('pending', 'running', 'verifying', 'completed') AND " +
           start +
           " IS NOT NULL) t WHERE COALESCE(t.ckpt_step, 0) > t.step OR t.state <> 'pending' "
           "ON CONFLICT DO NOTHING",

@@ -37,6 +37,8 @@ const char* const kLastReplayOpenSql =
 const char* const kReleaseVerifiedSql =
     "UPDATE jobs SET state = 'completed', finished_at = ?, updated_at = ? WHERE state = "
     "'verifying' AND NOT EXISTS (SELECT 1 FROM verifications lv WHERE lv.job_id = jobs.id AND "
-    "lv.step = jobs.steps_total AND lv.state IN ('pending', 'running'))";
+    "lv.step = jobs.steps_total AND (lv.state IN ('pending', 'running') OR (lv.round = 2 AND "
+    "lv.state = 'void' AND lv.claimed_sha256 = jobs.ckpt_sha256 AND lv.created_at >= "
+    "jobs.ckpt_committed_at)))";
 
 }  // namespace gleaner::core

@@ -47,8 +47,12 @@ extern const char* const kLastReplayOpenSql;
 
 // One statement (parameters: finished_at, updated_at) that releases every 'verifying' job whose
 // last segment has no open replay left: it agreed (round 1, or round 2 with the trainer), or
-// could not be checked (unverifiable). A replay that condemned the segment rewound the job
-// first, in the same batch, so it is no longer 'verifying'.
+// could not be checked (round 1 unverifiable). A replay that condemned the segment rewound the
+// job first, in the same batch, so it is no longer 'verifying'. A disputed one (round 1
+// disagreed) whose round 2 was voided unjudged is never released: the job stays 'verifying'
+// for an operator (a round 2 is never marked unverifiable; it waits for a third node). Only a
+// round 2 opened after the job's current last checkpoint was committed counts: one of an
+// earlier lineage (voided by a rewind) is not about the checkpoint the job holds now.
 extern const char* const kReleaseVerifiedSql;
 
 }  // namespace gleaner::core

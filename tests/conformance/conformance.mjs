@@ -98,12 +98,12 @@ async function newKey(role) {
   return expectOk(await call("POST", "/v1/keys", { token: opToken, body: { role, name: `${role}-${uid()}` } }), 201).token;
 }
 
-async function newNode(vram = 24000, gpu = "RTX 4090") {
+async function newNode(vram = 24000, gpu = "RTX 4090", repro_class = undefined) {
   const enroll = await newKey("enroll");
   const r = expectOk(
     await call("POST", "/v1/nodes/register", {
       token: enroll,
-      body: { machine_id: `m-${uid()}`, gpu: { name: gpu, vram_mb: vram }, agent_version: "0.1.0" },
+      body: { machine_id: `m-${uid()}`, gpu: { name: gpu, vram_mb: vram }, agent_version: "0.1.0", repro_class },
     }),
   );
   return { id: r.node_id, token: r.token };
@@ -756,6 +756,31 @@ test("taint: a forger caught by two replays reopens the completed jobs it traine
     assert.deepEqual(ev.reopened[0].outputs_released, [{ name: "chain.txt", sha256: sha256(o1), size: o1.length }]);
     assert.ok(ev.segments.every((s) => s.rework === true));
     expectError(await call("GET", `/v1/jobs/${job1.id}/result`, { token: await dev.token() }), 409, "conflict");
+  } finally {
+    await dev.cleanup();
+  }
+});
+
+test("reproducibility class: a replay goes only to a node of the trainer's class, and the record keeps it", async () => {
+  const dev = developer();
+  try {
+    const gpu = `GPU-${uid()}`;
+    const classA = { gpu_model: gpu, libtorch: "2.6.0+cu124", driver: "550" };
+    const classB = { ...classA, driver: "560" };
+    expectError(await call("POST", "/v1/nodes/register", { token: await newKey("enroll"), body: { machine_id: `m-${uid()}`, gpu: { name: gpu, vram_mb: 1 }, agent_version: "0.1.0", repro_class: { colour: "red" } } }), 400);
+    const trainer = await newNode(24000, gpu, classA);
+    const other = await newNode(24000, gpu, classB);
+    const job = expectOk(await dev.submit(synthetic(5, { verify_fraction: 0.001 })), 201);
+    const w = expectOk(await claim(trainer));
+    assert.equal(w.job.id, job.id);
+    const ckpt = randomBytes(600), out = randomBytes(100);
+    assert.equal((await finishJob(trainer, job.id, w.lease.epoch, ckpt, out)).state, "verifying");
+    assert.equal((await call("POST", "/v1/work", { token: other.token, body: { verify: true } })).status, 204);
+    await replayLast(await newNode(24000, gpu, classA), ckpt, out);
+    const ev = expectOk(await call("GET", `/v1/jobs/${job.id}/events`, { token: await dev.token() }));
+    assert.equal(ev.job.state, "completed");
+    assert.deepEqual(ev.verifications[0].trainer_class, classA);
+    assert.deepEqual(ev.verifications[0].verifier_class, classA);
   } finally {
     await dev.cleanup();
   }

@@ -104,6 +104,8 @@ TEST_CASE("verified delivery: the job is verifying until the replay of its last 
   CHECK(!j["finished_at"].is_null());
   CHECK(j["verification"]["verified"] == 1);
   CHECK(f.env.Get("/v1/jobs/" + job + "/result", f.dev).status == 200);
+  CHECK(f.env.Get("/v1/reports/cost", f.env.operator_token)
+            .json["totals"]["verifications"]["verified"] == 1);
 }
 
 TEST_CASE("verified delivery: without verification a job completes at once", "[verify]") {
@@ -183,6 +185,8 @@ TEST_CASE("taint: a forger caught once loses every job its work reached", "[veri
     for (const Json& s : e["segments"]) CHECK(s["rework"] == true);
   }
   CHECK(f.env.Get("/v1/jobs/" + job1 + "/result", f.dev).status == 409);
+  CHECK(f.env.Get("/metrics", f.env.operator_token).body.find("gleaner_jobs_reopened 2") !=
+        std::string::npos);
   // Retrained by honest nodes, the jobs complete again (the forger gets no work).
   CHECK(f.env.Claim(forger).status == 204);
   const std::string next = f.env.ClaimedJob(c);
@@ -232,6 +236,18 @@ TEST_CASE("unverifiable: a replay no node of the trainer's device can take, afte
   CHECK(e["job"]["verification"]["unverifiable"] == 1);
   CHECK(e["job"]["verification"]["verified"] == 0);
   CHECK(e["verifications"][0]["verdict"] == "unverifiable");
+  // The cost report counts it under the trainer's GPU, /metrics per device.
+  Json report = f.env.Get("/v1/reports/cost?group_by=gpu", f.env.operator_token).json;
+  bool counted = false;
+  for (const Json& g : report["groups"]) {
+    if (g["key"] == "Lonely GPU") counted = g["verifications"]["unverifiable"] == 1;
+  }
+  CHECK(counted);
+  CHECK(report["totals"]["verifications"]["verified"] == 0);
+  const std::string metrics = f.env.Get("/metrics", f.env.operator_token).body;
+  CHECK(metrics.find("gleaner_verifications{device=\"Lonely GPU\",outcome=\"unverifiable\"} 1") !=
+        std::string::npos);
+  CHECK(metrics.find("gleaner_jobs{state=\"completed\"} 1") != std::string::npos);
 }
 
 TEST_CASE("unverifiable: not while a node of the device could still take the replay", "[verify]") {
@@ -317,4 +333,25 @@ TEST_CASE("reproducibility class: alone in its class, a segment ends unverifiabl
   CHECK(f.env.Post("/v1/admin/maintenance", f.env.operator_token)
             .json["verifications_unverifiable"] == 1);
   CHECK(f.env.JobState(job) == "completed");
+}
+
+TEST_CASE("unverifiable: a disputed last segment is never released unjudged", "[verify]") {
+  Fleet f;
+  const std::string job = f.Submit();
+  NodeRef trainer = ClassNode(f.env, "trainer", kClassA);
+  NodeRef first = ClassNode(f.env, "first", kClassA);
+  REQUIRE(f.env.ClaimedJob(trainer) == job);
+  REQUIRE(f.Finish(trainer, job, 1, "ckpt-100", "forged").json["state"] == "verifying");
+  REQUIRE(f.Replay(first, "ckpt-100", "honest").status == 200);  // disagree: round 2 opens
+  // No third node of the class: round 2 waits (it is never unverifiable), the job too.
+  f.env.Advance(601);
+  CHECK(f.env.Post("/v1/admin/maintenance", f.env.operator_token)
+            .json["verifications_unverifiable"] == 0);
+  CHECK(f.env.JobState(job) == "verifying");
+  // Voided unclaimed after the grace: still not released.
+  f.env.Advance(86400);
+  CHECK(f.env.Post("/v1/admin/maintenance", f.env.operator_token).json["verifications_voided"] ==
+        1);
+  CHECK(f.env.JobState(job) == "verifying");
+  CHECK(f.env.Get("/v1/jobs/" + job + "/result", f.dev).status == 409);
 }
