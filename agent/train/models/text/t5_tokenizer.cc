@@ -263,8 +263,9 @@ Status ReadAddedTokens(const Json& j, std::vector<UnigramModel::Piece>* vocab,
       }
       if (special) (*vocab)[size_t(id)].matchable = false;  // SentencePiece's control tokens
     } else {
-      if (size_t(id) >= vocab->size() + (size_t(1) << 20)) {
-        return Status::Invalid(where + ".id is far beyond the vocabulary");
+      if (size_t(id) >= vocab->size() + j.size()) {  // added tokens follow the vocabulary
+        return Status::Invalid(where + ".id " + std::to_string(id) +
+                               " is beyond the vocabulary and the added tokens");
       }
       if (d->pieces.size() <= size_t(id)) d->pieces.resize(size_t(id) + 1);
       d->pieces[size_t(id)] = content;
