@@ -53,6 +53,43 @@ size_t ValidCharLength(std::string_view s) {
   return 0;
 }
 
+Result<std::string> DecodeBase64(std::string_view in) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  if (in.size() % 4 != 0) return Status::Invalid("its length is not a multiple of 4");
+  std::string out;
+  out.reserve(in.size() / 4 * 3);
+  for (size_t i = 0; i < in.size(); i += 4) {
+    int v[4];
+    int pad = 0;
+    for (int k = 0; k < 4; ++k) {
+      const char c = in[i + size_t(k)];
+      const bool last = i + 4 == in.size();
+      if (c == '=' && last && k >= 2 && (k == 3 || in[i + 3] == '=')) {
+        v[k] = 0;
+        ++pad;
+        continue;
+      }
+      v[k] = value(c);
+      if (v[k] < 0 || pad > 0) {
+        return Status::Invalid("byte " + std::to_string(i + size_t(k)) + " is not base64");
+      }
+    }
+    const uint32_t bits =
+        uint32_t(v[0]) << 18 | uint32_t(v[1]) << 12 | uint32_t(v[2]) << 6 | uint32_t(v[3]);
+    out.push_back(char(bits >> 16));
+    if (pad < 2) out.push_back(char(bits >> 8 & 0xFF));
+    if (pad < 1) out.push_back(char(bits & 0xFF));
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<SentencePieceNormalizer> SentencePieceNormalizer::FromCharsMap(std::string_view blob,
@@ -83,6 +120,15 @@ Result<SentencePieceNormalizer> SentencePieceNormalizer::FromCharsMap(std::strin
   map->strings.push_back('\0');  // every value offset reads a terminated string
   n.map_ = std::move(map);
   return n;
+}
+
+Result<SentencePieceNormalizer> SentencePieceNormalizer::FromBase64CharsMap(std::string_view b64,
+                                                                            bool add_dummy_prefix) {
+  Result<std::string> blob = DecodeBase64(b64);
+  if (!blob.ok()) {
+    return Status::Invalid("precompiled_charsmap is not base64: " + blob.status().message());
+  }
+  return FromCharsMap(*blob, add_dummy_prefix);
 }
 
 std::pair<std::string_view, size_t> SentencePieceNormalizer::NormalizePrefix(

@@ -40,6 +40,9 @@ class SentencePieceNormalizer {
   // From the decoded char map blob; an empty blob means no char map.
   static Result<SentencePieceNormalizer> FromCharsMap(std::string_view blob,
                                                       bool add_dummy_prefix = true);
+  // From the blob in base64, as tokenizer.json's `precompiled_charsmap` holds it.
+  static Result<SentencePieceNormalizer> FromBase64CharsMap(std::string_view b64,
+                                                            bool add_dummy_prefix = true);
 
   // The normalised text (escaped spaces, dummy prefix) as described above.
   std::string Normalize(std::string_view input) const;

@@ -83,51 +83,14 @@ std::string_view RStrip(std::string_view s) {
   }
 }
 
-Result<std::string> DecodeBase64(std::string_view in) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  if (in.size() % 4 != 0) return Status::Invalid("its length is not a multiple of 4");
-  std::string out;
-  out.reserve(in.size() / 4 * 3);
-  for (size_t i = 0; i < in.size(); i += 4) {
-    int v[4];
-    int pad = 0;
-    for (int k = 0; k < 4; ++k) {
-      const char c = in[i + size_t(k)];
-      const bool last = i + 4 == in.size();
-      if (c == '=' && last && k >= 2 && (k == 3 || in[i + 3] == '=')) {
-        v[k] = 0;
-        ++pad;
-        continue;
-      }
-      v[k] = value(c);
-      if (v[k] < 0 || pad > 0) {
-        return Status::Invalid("byte " + std::to_string(i + size_t(k)) + " is not base64");
-      }
-    }
-    const uint32_t bits =
-        uint32_t(v[0]) << 18 | uint32_t(v[1]) << 12 | uint32_t(v[2]) << 6 | uint32_t(v[3]);
-    out.push_back(char(bits >> 16));
-    if (pad < 2) out.push_back(char(bits >> 8 & 0xFF));
-    if (pad < 1) out.push_back(char(bits & 0xFF));
-  }
-  return out;
-}
-
 const char* TypeOf(const Json& j) {
   auto t = j.find("type");
   return t != j.end() && t->is_string() ? t->get_ref<const std::string&>().c_str() : "";
 }
 
 // The normaliser: Precompiled, or a Sequence of Precompiled / Strip / Replace (what transformers'
-// converter writes for SentencePiece models; the whitespace steps are built in). The decoded
-// char map goes to *chars_map ("" for none).
+// converter writes for SentencePiece models; the whitespace steps are built in). The char map's
+// base64 goes to *chars_map ("" for none).
 Status ReadNormalizer(const Json& j, std::string* chars_map) {
   if (j.is_null()) return Status::Ok();
   if (!j.is_object()) return Status::Invalid("normalizer is not an object");
@@ -155,11 +118,7 @@ Status ReadNormalizer(const Json& j, std::string* chars_map) {
     auto map = s->find("precompiled_charsmap");
     if (map == s->end() || map->is_null()) continue;
     if (!map->is_string()) return Status::Invalid("precompiled_charsmap is not a string");
-    Result<std::string> blob = DecodeBase64(map->get_ref<const std::string&>());
-    if (!blob.ok()) {
-      return Status::Invalid("precompiled_charsmap is not base64: " + blob.status().message());
-    }
-    *chars_map = std::move(*blob);
+    *chars_map = map->get_ref<const std::string&>();
   }
   return Status::Ok();
 }
@@ -263,8 +222,9 @@ Status ReadAddedTokens(const Json& j, std::vector<UnigramModel::Piece>* vocab,
       }
       if (special) (*vocab)[size_t(id)].matchable = false;  // SentencePiece's control tokens
     } else {
-      if (size_t(id) >= vocab->size() + (size_t(1) << 20)) {
-        return Status::Invalid(where + ".id is far beyond the vocabulary");
+      if (size_t(id) >= vocab->size() + j.size()) {  // added tokens follow the vocabulary
+        return Status::Invalid(where + ".id " + std::to_string(id) +
+                               " is beyond the vocabulary and the added tokens");
       }
       if (d->pieces.size() <= size_t(id)) d->pieces.resize(size_t(id) + 1);
       d->pieces[size_t(id)] = content;
@@ -311,7 +271,7 @@ Result<T5Tokenizer> T5Tokenizer::FromJson(std::string_view tokenizer_json,
   if (s.ok()) s = ReadPreTokenizer(field("pre_tokenizer"), &add_prefix);
   if (!s.ok()) return fail(s);
   Result<SentencePieceNormalizer> norm =
-      SentencePieceNormalizer::FromCharsMap(chars_map, add_prefix);
+      SentencePieceNormalizer::FromBase64CharsMap(chars_map, add_prefix);
   if (!norm.ok()) return fail(norm.status());
   d->normalizer = std::move(*norm);
   Result<UnigramModel> model = UnigramModel::Build(vocab, int32_t(unk));
