@@ -1,5 +1,6 @@
-// `gleaner-train text-encode`: runs a CLIP text encoder once on given token ids and writes its
-// outputs (and LoRA gradients), so any reference implementation can be checked against this one.
+// `gleaner-train text-encode`: runs a text encoder (CLIP, or T5 when the config says model_type
+// t5 / T5EncoderModel) once on given token ids and writes its outputs (and, for CLIP, LoRA
+// gradients), so any reference implementation can be checked against this one.
 //
 //   gleaner-train text-encode --config C --weights W --inputs I [--lora L] [--grad-weights R] --out
 //   O
@@ -10,6 +11,8 @@
 // O: last_hidden_state, penultimate_hidden_state, pooler_output, text_embeds (projection models)
 //    and, with R, the gradients of sum(penultimate_hidden_state * R) under L's key names
 //    (metadata loss_value).
+// T5 (FLUX.1's text_encoder_2): O holds last_hidden_state, fp32; --lora and --grad-weights are
+// CLIP-only.
 #include <cstdio>
 #include <map>
 #include <set>
@@ -18,7 +21,9 @@
 #include "agent/protocol/trainer_protocol.h"
 #include "agent/train/commands/commands.h"
 #include "agent/train/common/command_flags.h"
+#include "agent/train/models/text/t5_encoder.h"
 #include "agent/train/models/text/text_encoder_lora.h"
+#include "shared/native/files.h"
 
 namespace gleaner::train {
 namespace {
@@ -57,19 +62,53 @@ Result<LoraFormat> AttachLora(const std::string& path, ClipTextModel& model,
   return adapters->FormatIn(*file);
 }
 
+// The ids tensor of an inputs file, or why not.
+Result<torch::Tensor> LoadInputIds(const std::string& path) {
+  Result<TensorMap> inputs = LoadSafetensors(path);
+  if (!inputs.ok()) return inputs.status();
+  if (!inputs->count("input_ids")) return Status::Invalid(path + ": missing tensor input_ids");
+  return inputs->at("input_ids");
+}
+
+// True when the config file parses and describes a T5 encoder; anything else (CLIP, or a file
+// that does not read) takes the CLIP path, whose loader reports it.
+bool IsT5ConfigFile(const std::string& path) {
+  Result<std::string> text = files::ReadAll(path, 1 << 20);
+  if (!text.ok()) return false;
+  Result<Json> j = ParseJson(*text);
+  return j.ok() && IsT5Config(*j);
+}
+
+Status RunT5Encode(const CommandFlags& flags) {
+  for (const char* flag : {"--lora", "--grad-weights"}) {
+    if (flags.count(flag))
+      return Status::Invalid(std::string(flag) + " is for CLIP text encoders, not T5");
+  }
+  Result<std::shared_ptr<T5Encoder>> model =
+      LoadT5Encoder(flags.at("--config"), flags.at("--weights"));
+  if (!model.ok()) return model.status();
+  Result<torch::Tensor> ids = LoadInputIds(flags.at("--inputs"));
+  if (!ids.ok()) return ids.status();
+  Status checked = CheckT5InputIds((*model)->config(), *ids);
+  if (!checked.ok()) return Status::Invalid(flags.at("--inputs") + ": " + checked.message());
+  return CatchTorch("text-encode", [&]() -> Status {
+    torch::NoGradGuard no_grad;
+    torch::Tensor y = (*model)->forward(*ids);
+    return SaveSafetensors(flags.at("--out"), {{"last_hidden_state", y.to(torch::kFloat32)}});
+  });
+}
+
 Status RunTextEncode(const CommandFlags& flags) {
+  if (IsT5ConfigFile(flags.at("--config"))) return RunT5Encode(flags);
   const std::string lora_path = FlagOr(flags, "--lora"), r_path = FlagOr(flags, "--grad-weights");
   if (!r_path.empty() && lora_path.empty()) return Status::Invalid("--grad-weights needs --lora");
   Result<std::shared_ptr<ClipTextModel>> model =
       LoadClipTextModel(flags.at("--config"), flags.at("--weights"));
   if (!model.ok()) return model.status();
   const ClipTextConfig& config = (*model)->config();
-  Result<TensorMap> inputs = LoadSafetensors(flags.at("--inputs"));
-  if (!inputs.ok()) return inputs.status();
-  if (!inputs->count("input_ids")) {
-    return Status::Invalid(flags.at("--inputs") + ": missing tensor input_ids");
-  }
-  const torch::Tensor ids = inputs->at("input_ids");
+  Result<torch::Tensor> input_ids = LoadInputIds(flags.at("--inputs"));
+  if (!input_ids.ok()) return input_ids.status();
+  const torch::Tensor ids = *input_ids;
   Status checked = CheckInputIds(config, ids);
   if (!checked.ok()) return Status::Invalid(flags.at("--inputs") + ": " + checked.message());
   torch::Tensor r;

@@ -44,9 +44,14 @@ Tensor ExplicitAttention(const Tensor& q_in, const Tensor& k_in, const Tensor& v
     }
     // scores = scale * q k^T, as 0 + scale * q k^T: libtorch before 2.0 reads the output of a
     // small CPU baddbmm even with beta = 0 (0 * NaN of uninitialised memory is NaN), so the
-    // input is zeros and beta 1, which is the same sum everywhere.
-    Tensor scores = torch::baddbmm(torch::zeros({q.size(0), q.size(1), k.size(1)}, q.options()), q,
-                                   k.transpose(1, 2), /*beta=*/1, /*alpha=*/o.scale);
+    // input is zeros and beta 1, which is the same sum everywhere. An additive bias takes the
+    // zeros' place.
+    const int64_t lq = q.size(1), lk = k.size(1);
+    Tensor input = o.bias.defined() ? o.bias.to(q.scalar_type())
+                                          .expand({q_in.size(0), o.heads, lq, lk})
+                                          .reshape({q.size(0), lq, lk})
+                                    : torch::zeros({q.size(0), lq, lk}, q.options());
+    Tensor scores = torch::baddbmm(input, q, k.transpose(1, 2), /*beta=*/1, /*alpha=*/o.scale);
     if (o.causal) {
       Tensor mask = torch::ones({q.size(1), k.size(1)}, torch::TensorOptions().dtype(torch::kBool))
                         .triu(1)
@@ -75,7 +80,11 @@ Tensor FusedMultiHead(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in
     k = k.to(torch::kFloat32);
     v = v.to(torch::kFloat32);
   }
-  Tensor y = FusedAttention(q, k, v, o.scale, o.causal);  // [B, H, Lq, d]
+  // An additive bias goes in as SDPA's float attn_mask (the memory-efficient kernel takes it).
+  Tensor y = o.bias.defined()
+                 ? at::scaled_dot_product_attention(q, k, v, o.bias.to(q.scalar_type()),
+                                                    /*dropout_p=*/0.0, /*is_causal=*/false, o.scale)
+                 : FusedAttention(q, k, v, o.scale, o.causal);  // [B, H, Lq, d]
   return y.transpose(1, 2).reshape({q_in.size(0), q_in.size(1), v_in.size(2)}).to(out_dtype);
 }
 #endif
@@ -101,6 +110,7 @@ const char* AutoAttentionKernelName() {
 
 Tensor MultiHeadAttention(const Tensor& q, const Tensor& k, const Tensor& v,
                           const AttentionOptions& o) {
+  TORCH_CHECK(!(o.causal && o.bias.defined()), "attention: bias and causal are exclusive");
   AttentionKernel kernel = o.kernel == AttentionKernel::kAuto ? AutoKernel() : o.kernel;
   if (kernel == AttentionKernel::kExplicit) return ExplicitAttention(q, k, v, o);
 #if GLEANER_TORCH_AT_LEAST(2, 1)

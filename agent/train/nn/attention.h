@@ -4,8 +4,10 @@
 // Contract: q [B, Lq, H*d], k and v [B, Lk, H*d] (projections already applied, heads packed in
 // the last dimension); returns [B, Lq, H*d] in v's dtype. `upcast` computes scores and softmax in
 // fp32 even under autocast (diffusers' upcast_attention); `causal` masks key j > query i (CLIP's
-// causal mask). Pure function; libtorch errors surface as c10::Error (callers run under
-// CatchTorch).
+// causal mask); `bias`, when defined, is added to the scaled scores before the softmax (T5's
+// relative position bias: softmax(q k^T * scale + bias) v), broadcastable to [B, H, Lq, Lk] and
+// not combined with `causal`. Pure function; libtorch errors surface as c10::Error (callers run
+// under CatchTorch).
 //
 // Two kernels compute the same math:
 //   explicit  diffusers' AttnProcessor: baddbmm(scale), softmax, bmm. Holds the B*H*Lq*Lk
@@ -31,6 +33,7 @@ struct AttentionOptions {
   bool upcast = false;
   bool causal = false;
   AttentionKernel kernel = AttentionKernel::kAuto;  // kFused without one: c10::Error
+  torch::Tensor bias = {};                          // additive, [B|1, H|1, Lq, Lk]; optional
 };
 
 torch::Tensor MultiHeadAttention(const torch::Tensor& q, const torch::Tensor& k,

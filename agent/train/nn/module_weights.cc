@@ -43,6 +43,11 @@ Status CheckKeys(const Shapes& shapes, const TensorMap& weights, const std::stri
 
 }  // namespace
 
+Status CheckWeightShapes(const Shapes& shapes, const TensorMap& weights, const std::string& what,
+                         const std::set<std::string>& ignored) {
+  return CheckKeys(shapes, weights, what, ignored);
+}
+
 Status LoadModuleWeights(torch::nn::Module& model, const TensorMap& weights,
                          const std::string& what, const std::set<std::string>& ignored) {
   return CatchTorch(what.c_str(), [&]() -> Status {

@@ -22,6 +22,13 @@ namespace gleaner::train {
 Status LoadModuleWeights(torch::nn::Module& model, const TensorMap& weights,
                          const std::string& what, const std::set<std::string>& ignored = {});
 
+// The key check both loaders run first, on its own: every key of `shapes` in `weights` with that
+// shape and a float dtype, nothing unexpected (keys in `ignored` skipped). For a loader that
+// checks a file against the shapes a config implies before it builds (allocates) the model.
+Status CheckWeightShapes(const std::map<std::string, std::vector<int64_t>>& shapes,
+                         const TensorMap& weights, const std::string& what,
+                         const std::set<std::string>& ignored = {});
+
 // Where a model built without parameter storage keeps its weights, and the shape each parameter
 // will have (by state-dict key).
 struct HollowLayout {
