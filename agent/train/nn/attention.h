@@ -33,7 +33,7 @@ struct AttentionOptions {
   bool upcast = false;
   bool causal = false;
   AttentionKernel kernel = AttentionKernel::kAuto;  // kFused without one: c10::Error
-  torch::Tensor bias;                               // additive, [B|1, H|1, Lq, Lk]; optional
+  torch::Tensor bias = {};                          // additive, [B|1, H|1, Lq, Lk]; optional
 };
 
 torch::Tensor MultiHeadAttention(const torch::Tensor& q, const torch::Tensor& k,
