@@ -115,7 +115,8 @@ torch::Tensor Trainer::Loss(const Examples& batch) {
     // Mixed precision as diffusers: autocast around the forward pass only (bf16 on CPU too).
     std::optional<AutocastScope> autocast;
     if (autocast_) autocast.emplace(device_.type(), *autocast_);
-    pred = denoiser_->Forward(x.noisy, x.timesteps, {batch.text, batch.pooled, batch.time_ids});
+    pred = denoiser_->Forward(x.noisy, x.timesteps,
+                              {batch.text, batch.pooled, batch.time_ids, torch::Tensor()});
   }
   torch::Tensor per = objective_->Loss(pred, x);
   if (!data_.has_prior()) return per.mean();
