@@ -288,35 +288,46 @@ if "$bin/gleaner-train" make-model --out "$lw/sd/weights.safetensors" --seed 1 >
   base64 -d >"$pw/photos/dog2.png" <<<'iVBORw0KGgoAAAANSUhEUgAAAAoAAAAOCAIAAACZwRr8AAABCklEQVR42g3JMaFGEQCA0RdABBFEEMHwBzCIYPxGAQwCGAQwCGAQwCCAQQAR7vCc9fz9Ii7iIyGSIiXSIiOyIify98u4jM+ETMqUTMuMzMqc/LriKr4SKqlSKq0yKqty6uuO6/hO6KRO6bTO6KzO6a8nbuInYZImZdImY7ImZ77euI3fhE3alE3bjM3anP364i7+Ei7pUi7tMi7rcu7rD/fhP8JH+igf7WN8rI/zvRY4gRcEQRIUQRMMwRIc8VriJF4SJElSJE0yJEty5GuFU3hFUCRFUTTFUCzFUa81TuM1QZM0RdM0Q7M0R782OIM3BEMyFEMzDMMyHPPa4izeEizJUizNMizLciz/dSveMT+o60gAAAAASUVORK5CYII='
   base64 -d >"$pw/photos/dog3.png" <<<'iVBORw0KGgoAAAANSUhEUgAAAAgAAAAICAIAAABLbSncAAAAh0lEQVR42g3JMRUEIQxAwX1IiAQkICGqTkIkIAEBv0BC6lSpU1Gj4Jh2vl9gwQxWsAMPMjjB9yusmMUqduFFFqdeXOwyL+uyL37Jy7kvGtaYjdXYDW9k47QXgglTWMIWXEjhyIuOdWZndXbHO9k5/cXABnOwBnvggxyc8UIxZSpL2YorqRzlD7CYc4FEJeUTAAAAAElFTkSuQmCC'
   printf 'a photo of sks dog on grass\n' >"$pw/photos/dog1.txt"
-  lora_n=$((lora_n + 1))
-  if "$bin/gleaner-train" make-model --diffusers "$pw/tiny" --seed 1 >>"$lw/make.log" 2>&1 &&
-     "$bin/gleaner" models upload "$pw/tiny" -o "$pw/tiny.model.json" >/dev/null 2>&1 &&
-     id=$("$bin/gleaner" jobs submit --images "$pw/photos" --instance-prompt "a photo of sks dog" \
-            --model "$pw/tiny.model.json" --train-text-encoder --steps 30 \
-            --params '{"checkpoint_every":10,"learning_rate":0.003,"seed":3}' 2>/dev/null); then
-    say "photos: registered a tiny diffusers model, submitted $id from $pw/photos (3 PNGs, 1 caption; UNet + text-encoder LoRA, 30 steps)"
-    wait_final "$id"
-    "$bin/gleaner" download "$id" -o "$pw/out" >/dev/null 2>&1 || true
-    job=$(api "$dev" GET "/v1/jobs/$id")
-    sha=$(jq -r .dataset.sha256 <<<"$job")
-    archive=$(ls "$work"/agent-*/cache/"$sha" 2>/dev/null | head -n 1)
-    jq -c --arg m "$pw/tiny" --arg d "$archive" \
-      '{job_id:.id,kind:.kind,steps:.steps,params:.params,inputs:{model:$m,dataset:$d},model:{format:"diffusers"}}' \
-      <<<"$job" >"$pw/SPEC.json"
-    "$bin/gleaner-train" run --spec "$pw/SPEC.json" --work-dir "$pw/ref" >/dev/null 2>&1 || true
-    verdict=MISMATCH
-    if [ "$(jq -r .state <<<"$job")" = completed ] &&
-       cmp -s "$pw/out/lora.safetensors" "$pw/ref/output/lora.safetensors" &&
-       cmp -s "$pw/out/lora_peft.safetensors" "$pw/ref/output/lora_peft.safetensors"; then
-      verdict=OK; lora_ok=$((lora_ok + 1))
+  # photo_job NAME "MAKE-MODEL FLAGS" "SUBMIT FLAGS" PARAMS: one such job on a tiny model of its
+  # own (pw/NAME), checked byte for byte against an uninterrupted local run.
+  photo_job() {
+    local name=$1 make=$2 flags=$3 params=$4 id job sha archive verdict te
+    lora_n=$((lora_n + 1))
+    # shellcheck disable=SC2086  # the flag lists split on purpose
+    if "$bin/gleaner-train" make-model --diffusers "$pw/$name" $make --seed 1 >>"$lw/make.log" 2>&1 &&
+       "$bin/gleaner" models upload "$pw/$name" -o "$pw/$name.model.json" >/dev/null 2>&1 &&
+       id=$("$bin/gleaner" jobs submit --images "$pw/photos" --instance-prompt "a photo of sks dog" \
+              --model "$pw/$name.model.json" $flags --params "$params" 2>/dev/null); then
+      say "photos: registered the tiny $name model, submitted $id from $pw/photos ($flags)"
+      wait_final "$id"
+      "$bin/gleaner" download "$id" -o "$pw/out-$name" >/dev/null 2>&1 || true
+      job=$(api "$dev" GET "/v1/jobs/$id")
+      sha=$(jq -r .dataset.sha256 <<<"$job")
+      archive=$(ls "$work"/agent-*/cache/"$sha" 2>/dev/null | head -n 1)
+      jq -c --arg m "$pw/$name" --arg d "$archive" \
+        '{job_id:.id,kind:.kind,steps:.steps,params:.params,inputs:{model:$m,dataset:$d},model:{format:"diffusers"}}' \
+        <<<"$job" >"$pw/$name.SPEC.json"
+      "$bin/gleaner-train" run --spec "$pw/$name.SPEC.json" --work-dir "$pw/ref-$name" >/dev/null 2>&1 || true
+      verdict=MISMATCH
+      if [ "$(jq -r .state <<<"$job")" = completed ] &&
+         cmp -s "$pw/out-$name/lora.safetensors" "$pw/ref-$name/output/lora.safetensors" &&
+         cmp -s "$pw/out-$name/lora_peft.safetensors" "$pw/ref-$name/output/lora_peft.safetensors"; then
+        verdict=OK; lora_ok=$((lora_ok + 1))
+      fi
+      te=$(head -c 200000 "$pw/out-$name/lora.safetensors" 2>/dev/null |
+           grep -a -o 'lora_\(te\|unet_double_blocks\)[a-z0-9_]*\.lora_down' | sort -u | wc -l)
+      printf '  %s photos %-5s %-9s %-8s kohya modules (text encoder or FLUX blocks): %s\n' "$id" \
+        "$name" "$(jq -r .state <<<"$job")" "$verdict" "$te"
+    else
+      say "photos: could not make, register or submit the $name photo job (see $lw/make.log)"
     fi
-    te=$(head -c 200000 "$pw/out/lora.safetensors" 2>/dev/null | grep -a -o 'lora_te_[a-z0-9_]*\.lora_down' | sort -u | wc -l)
-    printf '  %s photos %-9s %-8s text-encoder LoRA modules (kohya lora_te_*): %s\n' "$id" \
-      "$(jq -r .state <<<"$job")" "$verdict" "$te"
-  else
-    say "photos: could not make, register or submit the photo job (see $lw/make.log)"
-  fi
-  lap "photo job (diffusers folder), check"
+  }
+  photo_job sd "" "--train-text-encoder --steps 30" '{"checkpoint_every":10,"learning_rate":0.003,"seed":3}'
+  # 7c. The same photos on a tiny FLUX.1 model (transformer/, T5 text_encoder_2/, a 16-channel-style
+  #     VAE with shift factor, the flow-match scheduler): flow-matching LoRA at 64 px, 16 T5 tokens.
+  photo_job flux "--flux" "--steps 20" \
+    '{"checkpoint_every":10,"learning_rate":0.003,"seed":3,"resolution":64,"max_sequence_length":16}'
+  lap "photo jobs (SD and FLUX.1 diffusers folders), checks"
 else
   say "lora-sd: skipped (gleaner-train was built without libtorch: -DGLEANER_WITH_TORCH=ON)"
 fi

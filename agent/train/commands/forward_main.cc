@@ -198,10 +198,12 @@ int ForwardMain(int argc, char** argv) {
 int MakeModelMain(int argc, char** argv) {
   std::string config, out, diffusers;
   long long seed = 0;
-  bool sdxl = false;
+  bool sdxl = false, flux = false;
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--sdxl") == 0) {
+    if (std::strcmp(argv[i], "--flux") == 0) {
+      flux = true;
+    } else if (std::strcmp(argv[i], "--sdxl") == 0) {
       sdxl = true;
     } else {
       args.push_back(argv[i]);
@@ -226,17 +228,18 @@ int MakeModelMain(int argc, char** argv) {
     }
   }
   if ((out.empty() == diffusers.empty()) || argc % 2 != 0 ||
-      (!config.empty() && (sdxl || !diffusers.empty()))) {
+      (!config.empty() && (sdxl || !diffusers.empty())) || (flux && (sdxl || diffusers.empty()))) {
     std::fprintf(stderr,
                  "usage: gleaner-train make-model --out WEIGHTS [--config C | --sdxl] [--seed S]\n"
-                 "       gleaner-train make-model --diffusers DIR [--sdxl] [--seed S]\n"
+                 "       gleaner-train make-model --diffusers DIR [--sdxl | --flux] [--seed S]\n"
                  "  (random weights for config C; without C the tiny test config, SD-style or\n"
                  "   with --sdxl SDXL-style, whose config.json is written next to WEIGHTS;\n"
                  "   --diffusers: a whole tiny model folder, models/tiny_diffusers_model.h)\n");
     return kExitUsage;
   }
   if (!diffusers.empty()) {
-    Status s = models::WriteTinyDiffusersModel(diffusers, sdxl, uint64_t(seed));
+    Status s = flux ? models::WriteTinyFluxModel(diffusers, uint64_t(seed))
+                    : models::WriteTinyDiffusersModel(diffusers, sdxl, uint64_t(seed));
     if (!s.ok()) {
       std::fprintf(stderr, "gleaner-train make-model: %s\n", s.ToString().c_str());
       return kExitFailed;

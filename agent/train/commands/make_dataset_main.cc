@@ -16,8 +16,9 @@ int MakeDatasetMain(int argc, char** argv) {
   std::string out;
   for (int i = 0; i < argc; ++i) {
     std::string k = argv[i];
-    if (k == "--prior" || k == "--sdxl") {
+    if (k == "--prior" || k == "--sdxl" || k == "--no-time-ids") {
       if (k == "--prior") o.prior = true;
+      if (k == "--no-time-ids") o.time_ids = false;       // pooled embeddings only (FLUX)
       if (k == "--sdxl" && o.pooled == 0) o.pooled = 32;  // the tiny SDXL config's P
       continue;
     }
@@ -55,7 +56,7 @@ int MakeDatasetMain(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: gleaner-train make-dataset --out FILE [--n 16] [--size 16 (multiple of "
                  "8)] [--tokens 8] [--dim 32] [--channels 4] [--classes 4] [--seed 0] "
-                 "[--prior] [--sdxl] [--pooled 32]\n");
+                 "[--prior] [--sdxl] [--pooled 32] [--no-time-ids]\n");
     return kExitUsage;
   }
   Result<std::string> bytes = training::MakeDataset(o);

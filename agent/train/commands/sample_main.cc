@@ -89,7 +89,7 @@ Status RunSample(SampleArgs a) {
   if (!model.ok()) return model.status();
   return CatchTorch("sample", [&]() -> Status {
     Result<std::shared_ptr<Denoiser>> denoiser =
-        models::BuildDenoiser(model->denoiser_config(), model->unet_weights, BasePlacement{});
+        models::BuildDenoiser(model->denoiser_config, model->denoiser_weights, BasePlacement{});
     if (!denoiser.ok()) return denoiser.status();
     Result<TextToImageModel> pipeline = TextToImageFrom(*model, *denoiser, a.scheduler);
     if (!pipeline.ok()) return pipeline.status();

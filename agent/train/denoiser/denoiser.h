@@ -60,6 +60,10 @@ class Denoiser {
   // Recompute blocks in backward instead of keeping their activations.
   virtual void SetGradientCheckpointing(bool on) = 0;
 
+  // Which layers get fresh LoRA (LoraAdaptersFor without a file): "default" (the family's usual
+  // targets: the UNet's attention projections, diffusers' FLUX targets) or another set the family
+  // names (FLUX: "all", every Linear of its blocks). InvalidArgument for a name it does not know.
+  virtual Status SetLoraTargets(const std::string& targets) = 0;
   // The LoRA targets with the names LoRA files give them. `file`, when given, is a LoRA file
   // being read: a family whose files come in several naming flavours picks the file's.
   virtual LoraAdapters LoraAdaptersFor(const TensorMap* file = nullptr) = 0;

@@ -1,10 +1,40 @@
 #include "agent/train/sampling/diffusers_pipeline.h"
 
 namespace gleaner::train::sampling {
+namespace {
+
+// FLUX.1: CLIP-L for the pooled embedding, T5 for the tokens, the flow-match Euler sampler.
+Result<TextToImageModel> FluxTextToImageFrom(const models::DiffusersModel& model,
+                                             std::shared_ptr<Denoiser> denoiser,
+                                             const std::string& sampler) {
+  if (!sampler.empty() && sampler != "flow-match-euler") {
+    return Status::Invalid("sampler \"" + sampler +
+                           "\": a FLUX model samples with flow-match-euler only");
+  }
+  Result<FlowMatchConfig> flow = ParseFlowMatchConfig(model.scheduler_config);
+  if (!flow.ok()) {
+    return Status::Invalid(model.dir +
+                           "/scheduler/scheduler_config.json: " + flow.status().message());
+  }
+  if (model.text.empty() || !model.text[0].model || !model.t5 || !model.t5->model) {
+    return Status::Invalid(model.dir + ": the text encoders were not loaded");
+  }
+  TextToImageModel m;
+  m.encoders.push_back({model.text[0].tokenizer, model.text[0].model});
+  m.t5 = T5PromptEncoder{model.t5->tokenizer, model.t5->model, 512};
+  m.denoiser = std::move(denoiser);
+  m.vae = model.vae;
+  m.flow_match = *flow;
+  GLEANER_RETURN_IF_ERROR(CheckTextToImageModel(m));
+  return m;
+}
+
+}  // namespace
 
 Result<TextToImageModel> TextToImageFrom(const models::DiffusersModel& model,
                                          std::shared_ptr<Denoiser> denoiser,
                                          const std::string& sampler) {
+  if (model.flux()) return FluxTextToImageFrom(model, std::move(denoiser), sampler);
   Result<SamplerKind> kind =
       sampler.empty() ? SamplerKindOfConfig(model.scheduler_config) : ParseSamplerKind(sampler);
   if (!kind.ok() && !sampler.empty()) return kind.status();

@@ -5,7 +5,9 @@
 // The sampler: `sampler` when given ("euler" or "ddim"), else the folder's own
 // scheduler/scheduler_config.json class when it is EulerDiscreteScheduler or DDIMScheduler,
 // else Euler on that config (every DDPM-family config, e.g. SD 1.5's PNDM one, is compatible).
-// force_zeros_for_empty_prompt comes from model_index.json (default true).
+// force_zeros_for_empty_prompt comes from model_index.json (default true). A FLUX folder samples
+// with the flow-match Euler sampler on its scheduler config ("flow-match-euler" is the only name
+// it takes), T5 prompts of 512 tokens (the caller may set t5->max_sequence_length).
 //
 // Contract: the pipeline shares the model's VAE, tokenizers and text encoders (which must have
 // been loaded: DiffusersLoadOptions vae and text_encoders). InvalidArgument naming the problem for

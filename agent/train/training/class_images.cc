@@ -61,8 +61,8 @@ uint64_t ClassImageSeed(uint64_t seed, int64_t i) {
 }
 
 Result<ClassImages> GenerateClassImages(const models::DiffusersModel& model,
-                                        const TensorMap& unet_weights, const ClassImageRequest& r,
-                                        const std::string& cache_dir,
+                                        const TensorMap& denoiser_weights,
+                                        const ClassImageRequest& r, const std::string& cache_dir,
                                         const std::function<bool()>& stop) {
   using Clock = std::chrono::steady_clock;
   ClassImages out;
@@ -79,12 +79,13 @@ Result<ClassImages> GenerateClassImages(const models::DiffusersModel& model,
     torch::NoGradGuard no_grad;
     const torch::Device device = ComputeDevice();
     Result<std::shared_ptr<Denoiser>> base = models::BuildDenoiser(
-        model.denoiser_config(), unet_weights, PlacementFor(device, r.mixed_precision));
+        model.denoiser_config, denoiser_weights, PlacementFor(device, r.mixed_precision));
     if (!base.ok()) return base.status();
     Result<sampling::TextToImageModel> pipeline = sampling::TextToImageFrom(model, *base);
     if (!pipeline.ok()) return pipeline.status();
     model.vae->to(device);
     for (const models::TextEncoderPart& part : model.text) part.model->to(device);
+    if (model.t5) model.t5->model->to(device);
     Status rendered = Status::Ok();
     for (int64_t i : missing) {
       Result<torch::Tensor> image = sampling::RenderImage(*pipeline, RequestFor(r, i), stop);
@@ -109,6 +110,7 @@ Result<ClassImages> GenerateClassImages(const models::DiffusersModel& model,
     }
     model.vae->to(torch::kCPU);
     for (const models::TextEncoderPart& part : model.text) part.model->to(torch::kCPU);
+    if (model.t5) model.t5->model->to(torch::kCPU);
     return rendered;
   });
   if (!s.ok()) return Status(s.code(), "class images: " + s.message());

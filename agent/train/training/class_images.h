@@ -62,11 +62,11 @@ std::string ClassImagesDir(const std::string& cache_dir, const ClassImageRequest
 uint64_t ClassImageSeed(uint64_t seed, int64_t i);
 
 // Renders the images of `request` that the cache lacks with the base denoiser (built here from
-// `unet_weights` through models/loader/denoisers.h, released before returning) and the VAE, text
-// encoders and scheduler of `model` (loaded with them). `stop` is asked before every denoiser
+// `denoiser_weights` through models/loader/denoisers.h, released before returning) and the VAE,
+// text encoders and scheduler of `model` (loaded with them). `stop` is asked before every denoiser
 // call.
 Result<ClassImages> GenerateClassImages(const models::DiffusersModel& model,
-                                        const TensorMap& unet_weights,
+                                        const TensorMap& denoiser_weights,
                                         const ClassImageRequest& request,
                                         const std::string& cache_dir,
                                         const std::function<bool()>& stop);

@@ -42,33 +42,38 @@ Status ReadExamples(const TensorMap& f, const std::string& prefix, const Denoise
                            ", D = the denoiser's context width); got " + Shape(t));
   }
   std::vector<const torch::Tensor*> all = {&out->latents, &out->text};
-  if (!c.time_ids) {
-    if (hp || hi) {
-      return Status::Invalid("dataset: " + std::string(hp ? pooled : ids) +
-                             " is for SDXL, but the model takes no pooled text embedding or "
-                             "time ids");
-    }
-  } else {
-    const int64_t p = c.pooled_dim;
+  // Pooled text embeddings: SDXL and FLUX (P = pooled_dim); time ids: SDXL only.
+  const int64_t p = c.pooled_dim;
+  if (p == 0 && (hp || hi)) {
+    return Status::Invalid("dataset: " + std::string(hp ? pooled : ids) +
+                           " is for SDXL, but the model takes no pooled text embedding or "
+                           "time ids");
+  }
+  if (!c.time_ids && hi) {
+    return Status::Invalid("dataset: " + ids + " is for SDXL, but the model takes no time ids");
+  }
+  if (p > 0) {
     const std::string why = " (P = the model's pooled text embedding width)";
-    if (!hp || !hi) {
+    if (!hp || (c.time_ids && !hi)) {
       return Status::Invalid("dataset: missing " + std::string(!hp ? pooled : ids) + " [" +
                              std::to_string(n) + ", " + (!hp ? std::to_string(p) : "6") + "]" +
                              why);
     }
     out->pooled = f.at(pooled).to(torch::kFloat32).contiguous();
-    out->time_ids = f.at(ids).to(torch::kFloat32).contiguous();
     if (out->pooled.dim() != 2 || out->pooled.size(0) != n || out->pooled.size(1) != p) {
       return Status::Invalid("dataset: " + pooled + " must be [" + std::to_string(n) + ", " +
                              std::to_string(p) + "]" + why + "; got " + Shape(out->pooled));
     }
+    all.push_back(&out->pooled);
+  }
+  if (c.time_ids) {
+    out->time_ids = f.at(ids).to(torch::kFloat32).contiguous();
     if (out->time_ids.dim() != 2 || out->time_ids.size(0) != n || out->time_ids.size(1) != 6) {
       return Status::Invalid(
           "dataset: " + ids + " must be [" + std::to_string(n) +
           ", 6] (orig_h, orig_w, crop_top, crop_left, target_h, target_w); got " +
           Shape(out->time_ids));
     }
-    all.push_back(&out->pooled);
     all.push_back(&out->time_ids);
   }
   for (const torch::Tensor* x : all) {
@@ -128,7 +133,9 @@ Result<std::string> MakeDataset(const MakeDatasetOptions& o) {
         t[prefix + "pooled_text_embeddings"] =
             pooled.index_select(0, cls) + 0.05 * torch::randn({n, o.pooled}, gen, opts);
         float px = float(o.size * 8);  // latents are 1/8 of the image size
-        t[prefix + "time_ids"] = torch::tensor({px, px, 0.f, 0.f, px, px}).repeat({n, 1});
+        if (o.time_ids) {
+          t[prefix + "time_ids"] = torch::tensor({px, px, 0.f, 0.f, px, px}).repeat({n, 1});
+        }
       }
     };
     make(o.n, 0, "");

@@ -2,15 +2,16 @@
 //
 //   latents                      F32/F16/BF16 [N, C, h, w]  (C = the denoiser's latent channels)
 //   text_embeddings              F32/F16/BF16 [N, T, D]     (D = its context width)
-//   pooled_text_embeddings       [N, P]  SDXL only (P = its pooled width)
+//   pooled_text_embeddings       [N, P]  SDXL and FLUX (P = its pooled width)
 //   time_ids                     [N, 6]  SDXL only: orig_h, orig_w, crop_top, crop_left,
 //                                        target_h, target_w (pixels)
 //   class_latents, class_text_embeddings (, class_pooled_text_embeddings, class_time_ids)
 //                                optional [M, ...] twins for prior preservation (M >= 1)
 //
 // Contract: Load validates names, ranks, matching N/M, C, D, h and w a multiple of 8 (the denoiser
-// downsamples), finiteness, and that the SDXL tensors are there exactly when the denoiser's
-// shape (denoiser/denoiser_shape.h) asks for time ids, with its pooled width P; errors are one
+// downsamples), finiteness, and that the pooled embeddings are there exactly when the denoiser's
+// shape (denoiser/denoiser_shape.h) has a pooled width P, the time ids exactly when it asks for
+// them; errors are one
 // line naming the tensor and the expected shape. Everything is converted to fp32 CPU tensors.
 // docs/training.md documents it.
 #pragma once
@@ -41,7 +42,8 @@ Result<Dataset> LoadDataset(const std::string& path, const DenoiserShape& shape)
 
 struct MakeDatasetOptions {
   int64_t n = 16, size = 16, tokens = 8, dim = 32, channels = 4, classes = 4;
-  int64_t pooled = 0;  // > 0: SDXL tensors (pooled_text_embeddings [N, pooled], time_ids)
+  int64_t pooled = 0;    // > 0: pooled_text_embeddings [N, pooled] (and time_ids with time_ids)
+  bool time_ids = true;  // with pooled > 0: SDXL's time_ids too (false: FLUX)
   uint64_t seed = 0;
   bool prior = false;
 };

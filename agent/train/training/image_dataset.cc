@@ -36,14 +36,25 @@ Result<torch::Tensor> CaptionTensor(const models::TextEncoderPart& part, const s
   return torch::tensor(wide, torch::kInt64).view({1, int64_t(wide.size())});
 }
 
-// SD: last hidden state; SDXL: both penultimate states side by side, and encoder 2's text_embeds.
+// SD: last hidden state; SDXL: both penultimate states side by side, and encoder 2's text_embeds;
+// FLUX: T5's last hidden state, and CLIP's pooler output.
 struct TextEmbedding {
-  torch::Tensor text, pooled;  // [1, T, D], [1, P] (SDXL)
+  torch::Tensor text, pooled;  // [1, T, D], [1, P] (SDXL, FLUX)
 };
 
 Result<TextEmbedding> EmbedCaption(models::DiffusersModel& m, const std::string& caption,
-                                   const std::string& image, torch::Device device) {
+                                   const std::string& image, torch::Device device,
+                                   int64_t max_sequence_length) {
   TextEmbedding e;
+  if (m.flux()) {
+    Result<torch::Tensor> ids = CaptionTensor(m.text[0], caption, image);
+    if (!ids.ok()) return ids.status();
+    e.pooled = m.text[0].model->forward(ids->to(device)).pooler_output.cpu();
+    std::vector<int64_t> t5 = m.t5->tokenizer.Encode(caption, size_t(max_sequence_length));
+    torch::Tensor t5_ids = torch::tensor(t5, torch::kInt64).view({1, int64_t(t5.size())});
+    e.text = m.t5->model->forward(t5_ids.to(device)).to(torch::kFloat32).cpu();
+    return e;
+  }
   std::vector<torch::Tensor> states;
   for (models::TextEncoderPart& part : m.text) {
     Result<torch::Tensor> ids = CaptionTensor(part, caption, image);
@@ -114,23 +125,21 @@ Status EncodeList(models::DiffusersModel& m, const std::vector<ListedImage>& lis
     latents.push_back(z->cpu());
     auto it = by_caption.find(list[i].caption);
     if (it == by_caption.end()) {
-      Result<TextEmbedding> e = EmbedCaption(m, list[i].caption, list[i].path, device);
+      Result<TextEmbedding> e =
+          EmbedCaption(m, list[i].caption, list[i].path, device, o.max_sequence_length);
       if (!e.ok()) return e.status();
       it = by_caption.emplace(list[i].caption, std::move(*e)).first;
     }
     text.push_back(it->second.text);
-    if (m.sdxl()) {
-      pooled.push_back(it->second.pooled);
-      time_ids.push_back(TimeIds(p));
-    }
+    if (it->second.pooled.defined()) pooled.push_back(it->second.pooled);
+    if (m.sdxl()) time_ids.push_back(TimeIds(p));
   }
   const std::string prefix = is_class ? "class_" : "";
   (*out)[prefix + "latents"] = torch::cat(latents, 0).contiguous();
   (*out)[prefix + "text_embeddings"] = torch::cat(text, 0).contiguous();
-  if (m.sdxl()) {
+  if (!pooled.empty())
     (*out)[prefix + "pooled_text_embeddings"] = torch::cat(pooled, 0).contiguous();
-    (*out)[prefix + "time_ids"] = torch::cat(time_ids, 0).contiguous();
-  }
+  if (!time_ids.empty()) (*out)[prefix + "time_ids"] = torch::cat(time_ids, 0).contiguous();
   return Status::Ok();
 }
 
@@ -146,6 +155,11 @@ Result<std::string> CacheKey(const std::string& dataset_path, const ImageEncodin
             {"class_prompt", o.class_prompt},
             {"scaling_factor", m.vae_config.scaling_factor},
             {"sdxl", m.sdxl()}};
+  if (m.flux()) {  // absent for the other families: their keys stay as they were
+    j["family"] = "flux";
+    j["shift_factor"] = m.vae_config.shift_factor.value_or(0.0);
+    j["max_sequence_length"] = o.max_sequence_length;
+  }
   if (!o.generated_class_images.empty()) {
     Json generated = Json::array();
     for (const std::string& path : o.generated_class_images) {
@@ -177,11 +191,12 @@ ImageEncoding ImageEncodingFor(const models::DiffusersModel& model, const LoraSd
   ImageEncoding e;
   const DenoiserShape s = model.denoiser_shape();
   const int f = model.vae_config.spatial_factor();
-  e.height = s.sample_height * f;
-  e.width = s.sample_width * f;
+  e.height = params.resolution > 0 ? int(params.resolution) : int(s.sample_height * f);
+  e.width = params.resolution > 0 ? int(params.resolution) : int(s.sample_width * f);
   e.seed = uint64_t(params.seed);
   e.instance_prompt = params.instance_prompt;
   e.class_prompt = params.class_prompt;
+  e.max_sequence_length = params.max_sequence_length;
   return e;
 }
 
@@ -227,6 +242,7 @@ Result<Dataset> EncodeImageDataset(models::DiffusersModel& m, const std::string&
         torch::cuda::is_available() ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
     m.vae->to(device);
     for (models::TextEncoderPart& part : m.text) part.model->to(device);
+    if (m.t5) m.t5->model->to(device);
     torch::Generator gen = at::detail::createCPUGenerator(o.seed);
     GLEANER_RETURN_IF_ERROR(EncodeList(m, ListImages(*d, o, false), false, o, gen, device, &out));
     const std::vector<ListedImage> class_images = ListImages(*d, o, true);
@@ -235,6 +251,7 @@ Result<Dataset> EncodeImageDataset(models::DiffusersModel& m, const std::string&
     }
     m.vae->to(torch::kCPU);
     for (models::TextEncoderPart& part : m.text) part.model->to(torch::kCPU);
+    if (m.t5) m.t5->model->to(torch::kCPU);
     return Status::Ok();
   });
   if (!s.ok()) return s;

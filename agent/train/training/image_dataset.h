@@ -10,6 +10,9 @@
 //     SDXL:       concat(penultimate of text_encoder, of text_encoder_2)   -> text [T, D1+D2]
 //                 text_encoder_2(ids_2).text_embeds                        -> pooled [P]
 //                 (orig h, orig w, crop top, crop left, H, W)              -> time_ids [6]
+//     FLUX:       T5 text_encoder_2(ids padded to max_sequence_length)     -> text [T, D]
+//                 CLIP text_encoder(ids).pooler_output                     -> pooled [P]
+//   FLUX latents: (latent_dist.sample - shift_factor) · scaling_factor
 //
 // Determinism: the only randomness is the crop (a hash of seed and image key) and the latent
 // sample, drawn from one CPU generator seeded with `seed`, image by image in dataset order
@@ -40,13 +43,15 @@ struct ImageEncoding {
   int height = 512, width = 512;  // target size in pixels (multiples of the VAE factor)
   uint64_t seed = 0;
   std::string instance_prompt, class_prompt;
+  int64_t max_sequence_length = 512;  // FLUX: T5 tokens per caption
   // Class images generated for prior preservation (class_images.h): PNG files that follow the
   // dataset's own class images, captioned class_prompt, in this order.
   std::vector<std::string> generated_class_images;
 };
 
-// The job's options: its seed and prompts, and as target the denoiser's sample size times the VAE's
-// spatial factor (what the model was trained at: 512 for SD 1.5, 1024 for SDXL).
+// The job's options: its seed and prompts, and as target params.resolution, else the denoiser's
+// sample size times the VAE's spatial factor (what the model was trained at: 512 for SD 1.5, 1024
+// for SDXL and FLUX.1).
 ImageEncoding ImageEncodingFor(const models::DiffusersModel& model, const LoraSdParams& params);
 
 // True when the file's first bytes are a zip, tar or gzip archive (an image dataset), false for

@@ -204,7 +204,7 @@ MemoryEstimate EstimateMemory(const MemoryJob& job, const LoraSdParams& params) 
       params.mixed_precision == "bf16" || (params.mixed_precision == "fp16" && job.cuda);
   const double weight_bytes = half ? 2 : 4, act_bytes = half ? 3 : 4;
   const double unet_params = double(UNetParameterCount(c));
-  e.unet_weights = unet_params * weight_bytes;
+  e.denoiser_weights = unet_params * weight_bytes;
   // The weights as read (fp32) live beside the placed UNet until it is built; on an fp32 CPU run
   // the placed tensors are the read ones (no copy).
   e.load_copy = !job.cuda && !half ? 0 : unet_params * 4;
@@ -308,13 +308,13 @@ MemoryEstimate EstimateMemory(const MemoryJob& job, const LoraSdParams& params) 
   }
   if (!job.cuda) {
     e.runtime = kHostRuntimeBytes;
-    e.device_peak = e.runtime + e.unet_weights + e.lora + e.encoders + phase;
+    e.device_peak = e.runtime + e.denoiser_weights + e.lora + e.encoders + phase;
     e.host_peak = e.device_peak;
   } else {
     // The host reads the weights and holds the encoders until they move; the GPU trains.
     e.runtime = kCudaRuntimeBytes;
     e.device_peak =
-        e.runtime + e.unet_weights + e.lora + e.encoders + std::max(e.activations, e.sampling);
+        e.runtime + e.denoiser_weights + e.lora + e.encoders + std::max(e.activations, e.sampling);
     e.host_peak = kHostRuntimeBytes + e.load_copy + e.encoders;
   }
   return e;
@@ -346,7 +346,7 @@ Status CheckMemory(const MemoryEstimate& e, const MemoryJob& job, const LoraSdPa
   } else if (e.dominant == "sampling") {
     advice = "lower sample_resolution (" +
              std::to_string(params.samples.value("sample_resolution", int64_t(0))) + ")";
-  } else if (e.lora > e.unet_weights && params.rank > 1) {
+  } else if (e.lora > e.denoiser_weights && params.rank > 1) {
     advice = "lower rank (" + std::to_string(params.rank) + ")";
   } else if (params.mixed_precision == "no" && job.cuda) {
     advice = "set mixed_precision (bf16 or fp16)";

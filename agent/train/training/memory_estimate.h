@@ -6,7 +6,7 @@
 // node's memory (docs/training.md, "Memory estimate").
 //
 // What is counted (bytes; "device" is the GPU on a CUDA run, the host otherwise):
-//   unet_weights  the frozen UNet in its placement dtype (bf16/fp16 under mixed precision on
+//   denoiser_weights  the frozen UNet in its placement dtype (bf16/fp16 under mixed precision on
 //                 CUDA, bf16 on the CPU; else fp32), counted from the config exactly as the
 //                 module is built (tests compare with the built module's numel);
 //   load_copy     the weights as read (fp32), alive beside the placed UNet while it loads (none
@@ -61,7 +61,7 @@ struct MemoryJob {
 };
 
 struct MemoryEstimate {
-  double unet_weights = 0, load_copy = 0, lora = 0, activations = 0, encoders = 0, sampling = 0;
+  double denoiser_weights = 0, load_copy = 0, lora = 0, activations = 0, encoders = 0, sampling = 0;
   double runtime = 0;
   double device_peak = 0;  // on the GPU (CUDA) or the host (CPU)
   double host_peak = 0;    // on the host; equals device_peak on the CPU

@@ -10,16 +10,32 @@
 //     loss_i = mean((pred_i − target_i)²), with snr_gamma > 0 times min(SNR, γ)/SNR (ε) or
 //              min(SNR, γ)/(SNR + 1) (v), SNR = ᾱ_t / (1-ᾱ_t)   (Min-SNR weighting)
 //
+//   kFlowMatch (FLUX.1; diffusers' train_dreambooth_lora_flux.py, kohya's flux_train_network):
+//     noise ε ~ N(0, I) [B,C,h,w]
+//     u ~ the weighting_scheme's density (logit_normal, mode; else uniform) [B]
+//     i = floor(u · num_train_timesteps); σ = the scheduler's training table at i
+//     timestep_shift static: σ ← s·σ / (1 + (s−1)·σ)  (s = discrete_flow_shift)
+//                    resolution: σ ← e^μ / (e^μ + 1/σ − 1), μ from the image token count
+//                                (h/2 · w/2) as FluxPipeline's schedule
+//     x_σ = (1 − σ) · x_0 + σ · ε;  the denoiser is told σ (it scales by 1000 itself)
+//     target = ε − x_0
+//     loss_i = mean((pred_i − target_i)²) · w(σ_i), w from weighting_scheme (sigma_sqrt: σ^-2,
+//              cosmap: 2 / (π (1 − 2σ + 2σ²)); else 1)
+//
 // Contract: every random draw comes from the caller's CPU generator, in the order above (noise,
-// offset noise, timesteps), so CPU and CUDA runs see the same numbers and a resumed run continues
-// bit-identically. Tensors are moved to the objective's device. Not thread-safe.
+// offset noise, timesteps; noise, density), so CPU and CUDA runs see the same numbers and a
+// resumed run continues bit-identically. Tensors are moved to the objective's device. Not
+// thread-safe.
 #pragma once
 
 #include <torch/torch.h>
 
+#include <memory>
 #include <string>
 
 #include "agent/train/denoiser/denoiser.h"
+#include "agent/train/sampling/flow_match.h"
+#include "agent/train/training/flow_match_timesteps.h"
 #include "shared/job_params.h"
 
 namespace gleaner::train::training {
@@ -34,7 +50,11 @@ struct NoisedLatents {
 
 class Objective {
  public:
-  Objective(ObjectiveKind kind, const LoraSdParams& params, const torch::Device& device);
+  // scheduler_config: the model's scheduler/scheduler_config.json (kFlowMatch: its training
+  // table; an empty object: FLUX.1's defaults). kDdpm reads the scaled-linear schedule.
+  static Result<std::unique_ptr<Objective>> Create(ObjectiveKind kind, const LoraSdParams& params,
+                                                   const Json& scheduler_config,
+                                                   const torch::Device& device);
 
   // latents [B,C,h,w] on the device; draws from `gen` (see above).
   NoisedLatents Noise(const torch::Tensor& latents, torch::Generator& gen) const;
@@ -43,7 +63,16 @@ class Objective {
   ObjectiveKind kind() const { return kind_; }
 
  private:
+  Objective(ObjectiveKind kind, const LoraSdParams& params, const torch::Device& device);
+  NoisedLatents NoiseDdpm(const torch::Tensor& latents, torch::Generator& gen) const;
+  NoisedLatents NoiseFlowMatch(const torch::Tensor& latents, torch::Generator& gen) const;
+
   ObjectiveKind kind_;
+  LoraSdParams params_;
+  // kFlowMatch: the scheduler config, its training table, the density and loss weighting.
+  sampling::FlowMatchConfig flow_;
+  FlowMatchTable table_;
+  WeightingScheme scheme_;
   std::string prediction_type_;
   double noise_offset_ = 0, snr_gamma_ = 0;
   torch::Device device_;

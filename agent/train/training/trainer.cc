@@ -17,7 +17,8 @@ Trainer::Trainer(Dataset d, const LoraSdParams& p) : p_(p), data_(std::move(d)) 
 
 Result<std::unique_ptr<Trainer>> Trainer::Create(const models::DenoiserConfig& config,
                                                  const TensorMap& base_weights, Dataset data,
-                                                 const LoraSdParams& params, TextTraining text) {
+                                                 const LoraSdParams& params, TextTraining text,
+                                                 const Json& scheduler_config) {
   std::unique_ptr<Trainer> t;
   Status s = CatchTorch("setting up lora-sd", [&]() -> Status {
     t.reset(new Trainer(std::move(data), params));
@@ -35,7 +36,11 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(const models::DenoiserConfig& c
     if (!d.ok()) return d.status();
     t->denoiser_ = std::move(*d);
     t->denoiser_->SetGradientCheckpointing(params.gradient_checkpointing);
-    t->objective_ = std::make_unique<Objective>(t->denoiser_->objective(), params, t->device_);
+    GLEANER_RETURN_IF_ERROR(t->denoiser_->SetLoraTargets(params.lora_targets));
+    Result<std::unique_ptr<Objective>> objective =
+        Objective::Create(t->denoiser_->objective(), params, scheduler_config, t->device_);
+    if (!objective.ok()) return objective.status();
+    t->objective_ = std::move(*objective);
     t->gen_ = at::detail::createCPUGenerator(uint64_t(params.seed));
     Result<DenoiserLora> l =
         DenoiserLora::Attach(*t->denoiser_, params.rank, params.alpha, t->gen_);
@@ -115,8 +120,13 @@ torch::Tensor Trainer::Loss(const Examples& batch) {
     // Mixed precision as diffusers: autocast around the forward pass only (bf16 on CPU too).
     std::optional<AutocastScope> autocast;
     if (autocast_) autocast.emplace(device_.type(), *autocast_);
-    pred = denoiser_->Forward(x.noisy, x.timesteps,
-                              {batch.text, batch.pooled, batch.time_ids, torch::Tensor()});
+    Conditioning cond{batch.text, batch.pooled, batch.time_ids, torch::Tensor()};
+    if (denoiser_->shape().guidance) {
+      // FLUX.1-dev's embedded guidance, fixed while training (params.guidance).
+      cond.guidance = torch::full({batch.latents.size(0)}, p_.guidance,
+                                  torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+    }
+    pred = denoiser_->Forward(x.noisy, x.timesteps, cond);
   }
   torch::Tensor per = objective_->Loss(pred, x);
   if (!data_.has_prior()) return per.mean();

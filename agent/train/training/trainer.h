@@ -52,8 +52,8 @@ class Trainer {
  public:
   static Result<std::unique_ptr<Trainer>> Create(const models::DenoiserConfig& config,
                                                  const TensorMap& base_weights, Dataset data,
-                                                 const LoraSdParams& params,
-                                                 TextTraining text = {});
+                                                 const LoraSdParams& params, TextTraining text = {},
+                                                 const Json& scheduler_config = Json::object());
   Result<double> Step();
   int64_t step() const { return step_; }
   const LoraSdParams& params() const { return p_; }

@@ -42,8 +42,8 @@ TEST_CASE("a tiny SD diffusers folder loads with every part", "[models]") {
   CHECK(m->vae_config.scaling_factor == 0.18215);
   CHECK(m->vae_config.spatial_factor() == 2);
   CHECK(m->scheduler_config["_class_name"] == "PNDMScheduler");
-  CHECK(!m->unet_weights.empty());
-  for (const auto& [k, t] : m->unet_weights) CHECK(t.scalar_type() == torch::kFloat32);
+  CHECK(!m->denoiser_weights.empty());
+  for (const auto& [k, t] : m->denoiser_weights) CHECK(t.scalar_type() == torch::kFloat32);
 
   // The same seed gives the same bytes.
   TempDir again;
@@ -58,12 +58,12 @@ TEST_CASE("a tiny SD diffusers folder loads with every part", "[models]") {
   // Only what is asked for; UNet weights in the training dtype.
   DiffusersLoadOptions o;
   o.vae = o.text_encoders = false;
-  o.unet_dtype = torch::kBFloat16;
+  o.denoiser_dtype = torch::kBFloat16;
   Result<DiffusersModel> light = LoadDiffusersModel(dir, o);
   REQUIRE(light.ok());
   CHECK(light->vae == nullptr);
   CHECK(light->text[0].model == nullptr);
-  for (const auto& [k, t] : light->unet_weights) CHECK(t.scalar_type() == torch::kBFloat16);
+  for (const auto& [k, t] : light->denoiser_weights) CHECK(t.scalar_type() == torch::kBFloat16);
 }
 
 TEST_CASE("a tiny SDXL diffusers folder loads two encoders that fit the UNet", "[models]") {
@@ -77,7 +77,7 @@ TEST_CASE("a tiny SDXL diffusers folder loads two encoders that fit the UNet", "
   CHECK(m->text[1].config.with_projection);
   CHECK(m->text[1].tokenizer.pad_id() == 0);  // "!"
   CHECK(m->text[0].config.hidden_size + m->text[1].config.hidden_size ==
-        m->unet_config.cross_attention_dim);
+        m->unet()->cross_attention_dim);
   CHECK(m->vae_config.scaling_factor == 0.13025);
   // A prompt tokenizes to multi-character tokens of the tiny vocabulary.
   Result<std::vector<int32_t>> ids = m->text[0].tokenizer.Encode("a photo of sks dog");
@@ -108,9 +108,9 @@ TEST_CASE("diffusers weights load from F16 and BF16 and sharded files", "[models
   REQUIRE(std::remove(unet.c_str()) == 0);
   Result<DiffusersModel> m = LoadDiffusersModel(dir);
   REQUIRE(m.ok());
-  REQUIRE(m->unet_weights.size() == w->size());
+  REQUIRE(m->denoiser_weights.size() == w->size());
   for (const auto& [k, t] : *w) {
-    const torch::Tensor& got = m->unet_weights.at(k);
+    const torch::Tensor& got = m->denoiser_weights.at(k);
     CHECK(got.scalar_type() == torch::kFloat32);
     CHECK(torch::allclose(got, t, 1e-2, 1e-2));
   }
@@ -150,7 +150,7 @@ TEST_CASE("a diffusers folder with a missing or bad file is refused naming it", 
   CHECK(ErrorOf(d) == d + "/unet: no diffusion_pytorch_model.safetensors (nor "
                           "diffusion_pytorch_model.safetensors.index.json, nor an .fp16 variant)");
   DiffusersLoadOptions no_unet;
-  no_unet.unet = false;
+  no_unet.denoiser = false;
   CHECK(LoadDiffusersModel(d, no_unet).ok());
 
   d = fresh("truncated-vae");

@@ -89,12 +89,32 @@ std::map<std::string, std::string> Outputs(h::Fleet& fleet, const std::string& i
   return got;
 }
 
+// Which photo job: the model family and what it trains.
+struct PhotoJob {
+  bool sdxl = false;
+  bool flux = false;  // a tiny FLUX.1 model (make-model --flux), with samples
+  bool train_text_encoder = false;
+  int64_t steps = 30;
+};
+
+PhotoJob Photos(int64_t steps, bool sdxl = false, bool train_text_encoder = false,
+                bool flux = false) {
+  PhotoJob j;
+  j.steps = steps;
+  j.sdxl = sdxl;
+  j.train_text_encoder = train_text_encoder;
+  j.flux = flux;
+  return j;
+}
+
 // A tiny diffusers model (dir/tiny) uploaded with `gleaner models upload`, and a job on the
 // photos in dir/photos submitted with `gleaner jobs submit --images`; returns the job id.
-std::string SubmitPhotoJob(const h::TempDir& dir, h::Fleet& fleet, bool sdxl,
-                           bool train_text_encoder, int64_t steps) {
+std::string SubmitPhotoJob(const h::TempDir& dir, h::Fleet& fleet, const PhotoJob& job) {
+  const bool sdxl = job.sdxl, train_text_encoder = job.train_text_encoder;
+  const int64_t steps = job.steps;
   std::vector<std::string> make = {"make-model", "--diffusers", dir.File("tiny"), "--seed", "3"};
   if (sdxl) make.push_back("--sdxl");
+  if (job.flux) make.push_back("--flux");
   TrainRun made = RunTrain(make, dir.File("make.log"));
   INFO(made.err);
   REQUIRE(made.code == 0);
@@ -105,6 +125,19 @@ std::string SubmitPhotoJob(const h::TempDir& dir, h::Fleet& fleet, bool sdxl,
   INFO(up.err);
   REQUIRE(up.code == 0);
   Json params = {{"batch_size", 1}, {"checkpoint_every", 5}, {"learning_rate", 0.003}, {"seed", 5}};
+  if (job.flux) {
+    // Small: 32 px photos (16x16 latents, 64 tokens), 16 T5 tokens; flow-matching settings off
+    // their defaults, and samples at two steps of the run.
+    params["resolution"] = 64;
+    params["max_sequence_length"] = 16;
+    params["weighting_scheme"] = "logit_normal";
+    params["timestep_shift"] = "resolution";
+    params["guidance"] = 3.5;
+    params["sample_prompts"] = {"a photo of sks dog"};
+    params["sample_every"] = steps / 2;
+    params["sample_steps"] = 3;
+    params["sample_resolution"] = 32;
+  }
   std::vector<std::string> args = {"jobs",
                                    "submit",
                                    "--images",
@@ -130,11 +163,18 @@ std::string SubmitPhotoJob(const h::TempDir& dir, h::Fleet& fleet, bool sdxl,
   return sub.out.substr(0, sub.out.size() - 1);
 }
 
-void RunPhotoJob(bool sdxl, bool train_text_encoder, int64_t steps) {
-  h::TempDir dir(train_text_encoder ? "gleaner-photo-te" : "gleaner-photo");
-  h::Fleet fleet(dir.path(), 0.2);
+void RunPhotoJob(const PhotoJob& want) {
+  const bool sdxl = want.sdxl, train_text_encoder = want.train_text_encoder;
+  const int64_t steps = want.steps;
+  h::TempDir dir(want.flux             ? "gleaner-photo-flux"
+                 : train_text_encoder ? "gleaner-photo-te"
+                                      : "gleaner-photo");
+  // FLUX: every segment is replayed by another agent (the agents after the SIGTERM verify).
+  std::vector<std::string> coordinator_args;
+  if (want.flux) coordinator_args = {"--verify-fraction", "1"};
+  h::Fleet fleet(dir.path(), 0.2, coordinator_args);
   REQUIRE(fleet.ok());
-  const std::string id = SubmitPhotoJob(dir, fleet, sdxl, train_text_encoder, steps);
+  const std::string id = SubmitPhotoJob(dir, fleet, want);
 
   std::string error;
   h::AgentProcess& a = fleet.AddAgent("a");
@@ -155,13 +195,30 @@ void RunPhotoJob(bool sdxl, bool train_text_encoder, int64_t steps) {
   CHECK(fleet.Job(id).value("state", "") == "pending");
   CHECK(fleet.Job(id)["step"].get<int64_t>() < steps);
 
-  h::AgentProcess& b = fleet.AddAgent("b");
+  std::vector<std::string> verify;
+  if (want.flux) verify = {"--verify"};
+  h::AgentProcess& b = fleet.AddAgent("b", {}, verify);
   REQUIRE(b.Start(&error));
-  const bool final = fleet.WaitAllFinal({id}, h::Millis(120000));
+  h::AgentProcess* c = nullptr;
+  if (want.flux) {
+    c = &fleet.AddAgent("c", {}, verify);
+    REQUIRE(c->Start(&error));
+  }
+  const bool final = fleet.WaitAllFinal({id}, h::Millis(240000));
   INFO(b.Log());
+  if (c != nullptr) INFO(c->Log());
   REQUIRE(final);
   REQUIRE(fleet.Job(id).value("state", "") == "completed");
-  CHECK(b.Log().find("resum") != std::string::npos);
+  CHECK((b.Log() + (c != nullptr ? c->Log() : "")).find("resum") != std::string::npos);
+  if (want.flux) {
+    // Verified training holds for the new family: replays from other agents agreed.
+    const Json events = fleet.Events(id);
+    REQUIRE(events["verifications"].size() >= 1);
+    for (const Json& v : events["verifications"]) {
+      INFO(DumpJson(v));
+      if (v.value("verdict", "") != "") CHECK(v["verdict"] == "agree");
+    }
+  }
   std::map<std::string, std::string> got = Outputs(fleet, id);
   REQUIRE(got.count("lora.safetensors"));
   REQUIRE(got.count("lora_peft.safetensors"));
@@ -193,6 +250,25 @@ void RunPhotoJob(bool sdxl, bool train_text_encoder, int64_t steps) {
   REQUIRE(kohya.ok());
   REQUIRE(peft.ok());
   auto has = [](const TensorMap& m, const std::string& k) { return m.count(k) == 1; };
+  if (want.flux) {
+    // The names FluxPipeline.load_lora_weights and kohya/ComfyUI read, and samples rendered at
+    // the due steps (the same bytes as the local run's).
+    CHECK(has(*peft, "transformer.transformer_blocks.0.attn.to_q.lora_A.weight"));
+    CHECK(has(*kohya, "lora_unet_double_blocks_0_img_attn_qkv.lora_down.weight"));
+    CHECK(peft->at("transformer.transformer_blocks.0.attn.to_q.lora_B.weight")
+              .abs()
+              .sum()
+              .item<double>() > 0);
+    for (int64_t step : {steps / 2, steps}) {
+      char png[64];
+      std::snprintf(png, sizeof png, "samples/%010lld/0.png", static_cast<long long>(step));
+      INFO(png);
+      Result<std::string> local_png = ReadFile(dir.File("local/") + std::string(png));
+      REQUIRE(local_png.ok());
+      CHECK(local_png->size() > 8);
+    }
+    return;
+  }
   const std::string q = "text_model_encoder_layers_1_self_attn_q_proj.lora_down.weight";
   const std::string pq = ".text_model.encoder.layers.1.self_attn.out_proj.lora_B.weight";
   if (!train_text_encoder) {
@@ -261,16 +337,21 @@ pid_t TrainerMentioning(const std::string& needle) {
 
 TEST_CASE("a photo-folder job trains end to end across a SIGTERM and ends byte-identical",
           "[lora_sd][photos][e2e]") {
-  RunPhotoJob(/*sdxl=*/false, /*train_text_encoder=*/false, 40);
+  RunPhotoJob(Photos(40));
 }
 
 TEST_CASE("a photo-folder job with train_text_encoder (SDXL-shaped) resumes byte-identical",
           "[lora_sd][photos][sdxl][e2e]") {
-  RunPhotoJob(/*sdxl=*/true, /*train_text_encoder=*/true, 30);
+  RunPhotoJob(Photos(30, /*sdxl=*/true, /*train_text_encoder=*/true));
 }
 
 TEST_CASE("a photo-folder job trains the SD text encoder too", "[lora_sd][photos][e2e]") {
-  RunPhotoJob(/*sdxl=*/false, /*train_text_encoder=*/true, 30);
+  RunPhotoJob(Photos(30, /*sdxl=*/false, /*train_text_encoder=*/true));
+}
+
+TEST_CASE("a FLUX.1 photo job trains across a SIGTERM, byte-identical, with samples, verified",
+          "[lora_sd][photos][flux][e2e]") {
+  RunPhotoJob(Photos(20, false, false, /*flux=*/true));
 }
 
 TEST_CASE("a photo job with a bad input fails (exit 2) naming the file", "[lora_sd][photos]") {
@@ -434,7 +515,7 @@ TEST_CASE(
   h::Fleet fleet(dir.path(), 0.2);
   REQUIRE(fleet.ok());
   const int64_t steps = 40;
-  const std::string id = SubmitPhotoJob(dir, fleet, false, false, steps);
+  const std::string id = SubmitPhotoJob(dir, fleet, Photos(steps));
   std::string error;
   h::AgentProcess& a = fleet.AddAgent("a");
   REQUIRE(a.Start(&error));

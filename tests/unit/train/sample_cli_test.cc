@@ -24,8 +24,8 @@ std::string TinyModelDir(const TempDir& tmp, bool sdxl) {
 void WriteLora(const std::string& dir, const std::string& out) {
   Result<models::DiffusersModel> m = models::LoadDiffusersModel(dir);
   REQUIRE(m.ok());
-  UNet unet(m->unet_config, BasePlacement{});
-  REQUIRE(LoadStateDict(unet, m->unet_weights).ok());
+  UNet unet(*m->unet(), BasePlacement{});
+  REQUIRE(LoadStateDict(unet, m->denoiser_weights).ok());
   torch::Generator gen = at::detail::createCPUGenerator(5);
   Result<DenoiserLora> lora = DenoiserLora::Attach(unet, 2, 2, gen);
   REQUIRE(lora.ok());

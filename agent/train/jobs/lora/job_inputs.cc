@@ -6,6 +6,7 @@
 #include "agent/protocol/memory_budget.h"
 #include "agent/protocol/trainer_protocol.h"
 #include "agent/train/nn/attention.h"
+#include "agent/train/training/flux_memory_estimate.h"
 #include "agent/train/training/memory_estimate.h"
 
 namespace gleaner::train::lora {
@@ -46,11 +47,45 @@ Status CheckJobMemory(MemoryJob job, const LoraSdParams& p) {
                "lora-sd: memory estimate %.0f MiB%s (weights %.0f, lora %.0f, activations %.0f, "
                "encoders %.0f, sampling %.0f), host %.0f MiB; budget RAM %.0f MiB, VRAM %.0f "
                "MiB\n",
-               e.device_peak / kMiB, job.cuda ? " on the GPU" : "", e.unet_weights / kMiB,
+               e.device_peak / kMiB, job.cuda ? " on the GPU" : "", e.denoiser_weights / kMiB,
                e.lora / kMiB, e.activations / kMiB, e.encoders / kMiB, e.sampling / kMiB,
                e.host_peak / kMiB, double(budget.host_bytes) / kMiB,
                double(budget.device_bytes) / kMiB);
   return CheckMemory(e, job, p, budget.host_bytes, budget.device_bytes);
+}
+
+// FLUX (flux_memory_estimate.h): checked once the configs are read, at the model's native size
+// (the photos are resized to it: image_dataset.h).
+Status CheckFluxJobMemory(const models::DiffusersModel& m, const LoraSdParams& p, bool images) {
+  FluxMemoryJob job;
+  job.transformer = std::get<flux::FluxConfig>(m.denoiser_config);
+  const DenoiserShape s = m.denoiser_shape();
+  const int64_t f = m.vae_config.spatial_factor();
+  const int64_t h = p.resolution > 0 ? p.resolution / f : s.sample_height;
+  const int64_t w = p.resolution > 0 ? p.resolution / f : s.sample_width;
+  job.image_tokens = (h / 2) * (w / 2);
+  job.text_tokens = p.max_sequence_length;
+  job.prior = p.num_class_images > 0;
+  job.encoders = images || !p.samples.empty();
+  if (m.t5) job.t5 = m.t5->config;
+  if (!m.text.empty()) job.clip = m.text.front().config;
+  job.vae = m.vae_config;
+  job.cuda = torch::cuda::is_available();
+  job.fused_attention = job.cuda && std::string(AutoAttentionKernelName()) == "fused";
+  const MemoryEstimate e = EstimateFluxMemory(job, p);
+  const MemoryBudget budget = ReadMemoryBudget();
+  constexpr double kMiB = 1024.0 * 1024.0;
+  std::fprintf(stderr,
+               "lora-sd: memory estimate %.0f MiB%s (transformer %.0f, lora %.0f, activations "
+               "%.0f, encoders %.0f, sampling %.0f), host %.0f MiB; budget RAM %.0f MiB, VRAM "
+               "%.0f MiB\n",
+               e.device_peak / kMiB, job.cuda ? " on the GPU" : "", e.denoiser_weights / kMiB,
+               e.lora / kMiB, e.activations / kMiB, e.encoders / kMiB, e.sampling / kMiB,
+               e.host_peak / kMiB, double(budget.host_bytes) / kMiB,
+               double(budget.device_bytes) / kMiB);
+  MemoryJob check;
+  check.cuda = job.cuda;
+  return CheckMemory(e, check, p, budget.host_bytes, budget.device_bytes);
 }
 
 // The check for a latent dataset, with its real latent and caption sizes.
@@ -94,14 +129,14 @@ Result<JobInputs> LoadWeightsFileJob(const TrainerSpec& spec, const LoraSdParams
   GLEANER_RETURN_IF_ERROR(CheckLatentJob(*cfg, in.data, p, nullptr));
   Result<TensorMap> weights = LoadWeights(model_path);
   if (!weights.ok()) return weights.status();
-  in.unet_weights = std::move(*weights);
+  in.denoiser_weights = std::move(*weights);
   return in;
 }
 
 // Diffusers' rule: the class images the dataset lacks (none when it has enough).
 Result<ClassImages> GenerateMissingClassImages(const models::DiffusersModel& model,
-                                               const TensorMap& unet_weights, const LoraSdParams& p,
-                                               const ImageEncoding& encoding,
+                                               const TensorMap& denoiser_weights,
+                                               const LoraSdParams& p, const ImageEncoding& encoding,
                                                const std::string& data_path,
                                                const std::string& cache_dir,
                                                const std::function<bool()>& stop) {
@@ -115,7 +150,7 @@ Result<ClassImages> GenerateMissingClassImages(const models::DiffusersModel& mod
   request.count = std::max<int64_t>(0, p.num_class_images - *supplied);
   request.mixed_precision = p.mixed_precision;
   if (request.count == 0) return ClassImages();
-  return GenerateClassImages(model, unet_weights, request, cache_dir, stop);
+  return GenerateClassImages(model, denoiser_weights, request, cache_dir, stop);
 }
 
 }  // namespace
@@ -153,15 +188,17 @@ Result<JobInputs> LoadJobInputs(const TrainerSpec& spec, const LoraSdParams& p,
   // The memory check once the configs are read, before any weights or module (a latent dataset
   // is checked again below with its own sizes).
   options.before_large_files = [&](const models::DiffusersModel& m) -> Status {
+    if (m.flux()) return CheckFluxJobMemory(m, p, images);
     MemoryJob job;
-    job.unet = m.unet_config;
+    job.unet = *m.unet();
     job.has_vae = options.vae;
     job.vae = m.vae_config;
     if (options.text_encoders) {
       for (const models::TextEncoderPart& part : m.text) job.text.push_back(part.config);
     }
-    job.latent_height = m.unet_config.sample_size.front();
-    job.latent_width = m.unet_config.sample_size.back();
+    const int64_t f = m.vae_config.spatial_factor();
+    job.latent_height = p.resolution > 0 ? p.resolution / f : m.unet()->sample_size.front();
+    job.latent_width = p.resolution > 0 ? p.resolution / f : m.unet()->sample_size.back();
     if (!m.text.empty()) job.text_tokens = m.text.front().config.max_position_embeddings;
     job.prior = p.num_class_images > 0;
     job.encode_images = images;
@@ -170,19 +207,21 @@ Result<JobInputs> LoadJobInputs(const TrainerSpec& spec, const LoraSdParams& p,
   Result<models::DiffusersModel> model = models::LoadDiffusersModel(*model_path, options);
   if (!model.ok()) return model.status();
   JobInputs in;
-  in.config = model->denoiser_config();
-  in.unet_weights = std::move(model->unet_weights);
-  model->unet_weights.clear();
+  in.config = model->denoiser_config;
+  in.denoiser_weights = std::move(model->denoiser_weights);
+  model->denoiser_weights.clear();
   if (!images) {
     Result<Dataset> data = LoadDataset(*data_path, model->denoiser_shape());
     if (!data.ok()) return data.status();
     in.data = std::move(*data);
-    GLEANER_RETURN_IF_ERROR(CheckLatentJob(model->unet_config, in.data, p, &*model));
+    if (const UNetConfig* unet = model->unet()) {
+      GLEANER_RETURN_IF_ERROR(CheckLatentJob(*unet, in.data, p, &*model));
+    }
   } else {
     ImageEncoding encoding = ImageEncodingFor(*model, p);
     if (p.num_class_images > 0) {
       Result<ClassImages> generated = GenerateMissingClassImages(
-          *model, in.unet_weights, p, encoding, *data_path, cache_dir, stop);
+          *model, in.denoiser_weights, p, encoding, *data_path, cache_dir, stop);
       if (!generated.ok()) return generated.status();
       if (generated->stopped) {
         JobInputs stopped;

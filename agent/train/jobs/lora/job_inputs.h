@@ -37,10 +37,10 @@ namespace gleaner::train::lora {
 
 struct JobInputs {
   models::DenoiserConfig config;
-  TensorMap unet_weights;  // as stored (F32/F16/BF16); Trainer::Create places them
+  TensorMap denoiser_weights;  // as stored (F32/F16/BF16); Trainer::Create places them
   training::Dataset data;
   // A diffusers model only: its configs and tokenizers, and with an image dataset its VAE and
-  // text encoders (UNet weights moved out above).
+  // text encoders (the denoiser's weights moved out above).
   std::optional<models::DiffusersModel> model;
   // An image dataset with train_text_encoder only: the encoders and the captions' ids.
   training::TextTraining text;

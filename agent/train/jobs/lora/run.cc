@@ -17,6 +17,8 @@
 #include "agent/train/nn/torch_compat.h"
 #include "agent/train/training/trainer.h"
 #include "agent/train/training/training_samples.h"
+#include "shared/model_manifest.h"
+#include "shared/native/files.h"
 
 namespace gleaner::train {
 namespace {
@@ -30,12 +32,20 @@ int Fail(const Status& s) {
   return kExitFailed;
 }
 
+// The family of the job's model, from its files as the coordinator read it (a diffusers folder
+// with transformer/ is FLUX), so its params parse as they were normalised.
+ModelFamily ModelFamilyOf(const TrainerSpec& spec) {
+  const TrainerInput* model = spec.Input("model");
+  if (model == nullptr || spec.ModelFormat() != kModelFormatDiffusers) return ModelFamily::kSdUnet;
+  return files::IsDir(model->path + "/transformer") ? ModelFamily::kFlux : ModelFamily::kSdUnet;
+}
+
 int Run(const RunArgs& args) {
   const std::string& job_id = args.spec.job_id;
   const Json params = KindParams(args);  // with steps = spec.steps, the one owner
   // The coordinator stored normalised params; parsing them again is idempotent and keeps the
   // names, defaults and ranges in one place (shared/job_params.h).
-  Result<LoraSdParams> p = LoraSdParams::Parse(params);
+  Result<LoraSdParams> p = LoraSdParams::Parse(params, ModelFamilyOf(args.spec));
   if (!p.ok()) return Fail(p.status());
   // fp8 storage of the frozen base needs libtorch 2.1: refused before any input is read.
   if (p->base_precision == "fp8" && !kHasFp8) {
@@ -55,10 +65,11 @@ int Run(const RunArgs& args) {
   if (in->class_images.rendered > 0) {
     EmitClassImages(in->class_images.rendered, in->class_images.seconds);
   }
-  Result<std::unique_ptr<Trainer>> tr =
-      Trainer::Create(in->config, in->unet_weights, std::move(in->data), *p, std::move(in->text));
+  Result<std::unique_ptr<Trainer>> tr = Trainer::Create(
+      in->config, in->denoiser_weights, std::move(in->data), *p, std::move(in->text),
+      in->model ? in->model->scheduler_config : Json::object());
   if (!tr.ok()) return Fail(tr.status());
-  in->unet_weights.clear();
+  in->denoiser_weights.clear();
   Trainer& t = **tr;
   if (!args.resume_dir.empty()) {
     Status s = t.Restore(args.resume_dir);
@@ -80,6 +91,9 @@ int Run(const RunArgs& args) {
       JobSamplesFor(p->samples, in->model ? &*in->model : nullptr, t.denoiser());
   if (!samples.ok()) return Fail(samples.status());
   if (replay) *samples = std::nullopt;
+  if (*samples && (*samples)->model.t5) {
+    (*samples)->model.t5->max_sequence_length = p->max_sequence_length;
+  }
   auto sample_due = [&] { return *samples && SampleDue(t.step(), p->steps, (*samples)->every); };
   using Clock = std::chrono::steady_clock;
   auto last_emit = Clock::now();

@@ -47,6 +47,12 @@ class FluxDenoiser : public Denoiser {
   torch::Tensor Forward(const torch::Tensor& noisy, const torch::Tensor& sigmas,
                         const Conditioning& cond) override;
   void SetGradientCheckpointing(bool on) override { net_->set_gradient_checkpointing(on); }
+  Status SetLoraTargets(const std::string& targets) override {
+    Result<FluxLoraTargets> t = ParseFluxLoraTargets(targets);
+    if (!t.ok()) return t.status();
+    lora_targets_ = *t;
+    return Status::Ok();
+  }
   LoraAdapters LoraAdaptersFor(const TensorMap* file = nullptr) override;
   std::map<std::string, std::string> LoraFileMetadata() const override;
 

@@ -26,12 +26,13 @@ Status RequireDir(const std::string& dir) {
   return Status::Ok();
 }
 
-Result<TensorMap> LoadUnetWeights(const std::string& dir, torch::ScalarType dtype) {
+// unet/ or transformer/ weights, floating-point ones converted to `dtype`.
+Result<TensorMap> LoadDenoiserWeights(const std::string& dir, torch::ScalarType dtype) {
   Result<std::string> path = FindComponentWeights(dir, "diffusion_pytorch_model");
   if (!path.ok()) return path.status();
   Result<TensorMap> w = LoadWeights(*path);
   if (!w.ok()) return Named(*path, w.status());
-  Status s = CatchTorch("converting the UNet weights", [&]() -> Status {
+  Status s = CatchTorch("converting the denoiser weights", [&]() -> Status {
     for (auto& [name, t] : *w) {
       if (!t.is_floating_point()) {
         return Status::Invalid(*path + ": tensor " + name + " is not F32, F16 or BF16");
@@ -97,13 +98,73 @@ Status BuildTextModel(const std::string& root, TextEncoderPart* part) {
   return Status::Ok();
 }
 
+// FLUX: text_encoder_2/config.json (T5) and tokenizer_2/tokenizer.json (the model is built later,
+// BuildT5Model).
+Result<T5Part> LoadT5Part(const std::string& root) {
+  const std::string enc = root + "/text_encoder_2", tok = root + "/tokenizer_2";
+  GLEANER_RETURN_IF_ERROR(RequireDir(enc));
+  GLEANER_RETURN_IF_ERROR(RequireDir(tok));
+  T5Part part;
+  if (!files::Exists(tok + "/tokenizer.json")) {
+    return Status::NotFound(tok + "/tokenizer.json: missing (FLUX's T5 tokenizer)");
+  }
+  Result<text::T5Tokenizer> t = text::T5Tokenizer::Load(tok);
+  if (!t.ok()) return Named(tok + "/tokenizer.json", t.status());
+  part.tokenizer = *t;
+  const std::string config_path = enc + "/config.json";
+  if (!files::Exists(config_path)) return Status::NotFound(config_path + ": missing");
+  Result<text::T5Config> c = text::LoadT5Config(config_path);
+  if (!c.ok()) return Named(config_path, c.status());
+  part.config = *c;
+  if (int64_t(part.tokenizer.vocab_size()) > part.config.vocab_size) {
+    return Status::Invalid(tok + "/tokenizer.json: " + std::to_string(part.tokenizer.vocab_size()) +
+                           " pieces, more than " + config_path + "'s vocab_size " +
+                           std::to_string(part.config.vocab_size));
+  }
+  return part;
+}
+
+Status BuildT5Model(const std::string& root, T5Part* part) {
+  const std::string enc = root + "/text_encoder_2";
+  Result<std::string> w = FindComponentWeights(enc, "model");
+  if (!w.ok()) return w.status();
+  Result<std::shared_ptr<text::T5Encoder>> m = text::LoadT5Encoder(enc + "/config.json", *w);
+  if (!m.ok()) return Named(*w, m.status());
+  (*m)->eval();
+  part->model = *m;
+  return Status::Ok();
+}
+
 std::string Int(int64_t v) {
   return std::to_string(v);
 }
 
+// FLUX's cross-component shape rules (the header).
+Status CheckFluxFits(const DiffusersModel& m) {
+  const DenoiserShape s = m.denoiser_shape();
+  const std::string transformer = m.dir + "/transformer/config.json";
+  if (m.vae_config.latent_channels != s.latent_channels) {
+    return Status::Invalid(m.dir + "/vae/config.json: latent_channels " +
+                           Int(m.vae_config.latent_channels) + " but " + transformer +
+                           " takes 2x2 patches of " + Int(s.latent_channels) + " channels");
+  }
+  if (m.text[0].config.hidden_size != s.pooled_dim) {
+    return Status::Invalid(m.dir + "/text_encoder/config.json: hidden_size " +
+                           Int(m.text[0].config.hidden_size) + " but " + transformer +
+                           " has pooled_projection_dim " + Int(s.pooled_dim));
+  }
+  if (m.t5->config.d_model != s.context_dim) {
+    return Status::Invalid(m.dir + "/text_encoder_2/config.json: d_model " +
+                           Int(m.t5->config.d_model) + " but " + transformer +
+                           " has joint_attention_dim " + Int(s.context_dim));
+  }
+  return Status::Ok();
+}
+
 // The cross-component shape rules of the header.
 Status CheckFits(const DiffusersModel& m) {
-  const unet::UNetConfig& u = m.unet_config;
+  if (m.flux()) return CheckFluxFits(m);
+  const unet::UNetConfig& u = *m.unet();
   const std::string unet = m.dir + "/unet/config.json";
   if (m.vae_config.latent_channels != u.in_channels) {
     return Status::Invalid(m.dir + "/vae/config.json: latent_channels " +
@@ -151,9 +212,9 @@ Result<std::string> FindComponentWeights(const std::string& component_dir,
 
 Result<DiffusersModel> LoadDiffusersModel(const std::string& dir,
                                           const DiffusersLoadOptions& options) {
-  if (options.unet_dtype != torch::kFloat32 && options.unet_dtype != torch::kFloat16 &&
-      options.unet_dtype != torch::kBFloat16) {
-    return Status::Invalid("diffusers model: unet_dtype must be F32, F16 or BF16");
+  if (options.denoiser_dtype != torch::kFloat32 && options.denoiser_dtype != torch::kFloat16 &&
+      options.denoiser_dtype != torch::kBFloat16) {
+    return Status::Invalid("diffusers model: denoiser_dtype must be F32, F16 or BF16");
   }
   DiffusersModel m;
   m.dir = dir;
@@ -162,13 +223,24 @@ Result<DiffusersModel> LoadDiffusersModel(const std::string& dir,
   if (!index.ok()) return index.status();
   m.model_index = std::move(*index);
 
-  const std::string unet_dir = dir + "/unet";
-  GLEANER_RETURN_IF_ERROR(RequireDir(unet_dir));
-  Result<Json> unet_json = ReadJsonObject(unet_dir + "/config.json");
-  if (!unet_json.ok()) return unet_json.status();
-  Result<unet::UNetConfig> unet = unet::ParseUNetConfig(*unet_json);
-  if (!unet.ok()) return Named(unet_dir + "/config.json", unet.status());
-  m.unet_config = std::move(*unet);
+  // The denoiser: transformer/ (FLUX.1) or unet/.
+  const bool flux = files::IsDir(dir + "/transformer");
+  if (flux && files::IsDir(dir + "/unet")) {
+    return Status::Invalid(dir + ": holds both unet/ and transformer/ (one denoiser per model)");
+  }
+  const std::string denoiser_dir = dir + (flux ? "/transformer" : "/unet");
+  GLEANER_RETURN_IF_ERROR(RequireDir(denoiser_dir));
+  Result<Json> denoiser_json = ReadJsonObject(denoiser_dir + "/config.json");
+  if (!denoiser_json.ok()) return denoiser_json.status();
+  if (flux) {
+    Result<flux::FluxConfig> c = flux::ParseFluxConfig(*denoiser_json);
+    if (!c.ok()) return Named(denoiser_dir + "/config.json", c.status());
+    m.denoiser_config = std::move(*c);
+  } else {
+    Result<unet::UNetConfig> c = unet::ParseUNetConfig(*denoiser_json);
+    if (!c.ok()) return Named(denoiser_dir + "/config.json", c.status());
+    m.denoiser_config = std::move(*c);
+  }
 
   const std::string vae_dir = dir + "/vae";
   GLEANER_RETURN_IF_ERROR(RequireDir(vae_dir));
@@ -187,6 +259,11 @@ Result<DiffusersModel> LoadDiffusersModel(const std::string& dir,
     if (!t2.ok()) return t2.status();
     m.text.push_back(std::move(*t2));
   }
+  if (m.flux()) {
+    Result<T5Part> t5 = LoadT5Part(dir);
+    if (!t5.ok()) return t5.status();
+    m.t5 = std::move(*t5);
+  }
 
   Result<Json> scheduler = ReadJsonObject(dir + "/scheduler/scheduler_config.json");
   if (!scheduler.ok()) return scheduler.status();
@@ -197,16 +274,17 @@ Result<DiffusersModel> LoadDiffusersModel(const std::string& dir,
   // The large files last, once everything small is known to fit.
   if (options.text_encoders) {
     for (TextEncoderPart& part : m.text) GLEANER_RETURN_IF_ERROR(BuildTextModel(dir, &part));
+    if (m.t5) GLEANER_RETURN_IF_ERROR(BuildT5Model(dir, &*m.t5));
   }
   if (options.vae) {
     Result<std::shared_ptr<vae::AutoencoderKL>> v = LoadVae(vae_dir, m.vae_config);
     if (!v.ok()) return v.status();
     m.vae = *v;
   }
-  if (options.unet) {
-    Result<TensorMap> w = LoadUnetWeights(unet_dir, options.unet_dtype);
+  if (options.denoiser) {
+    Result<TensorMap> w = LoadDenoiserWeights(denoiser_dir, options.denoiser_dtype);
     if (!w.ok()) return w.status();
-    m.unet_weights = std::move(*w);
+    m.denoiser_weights = std::move(*w);
   }
   return m;
 }

@@ -1,5 +1,5 @@
-// A tiny random Stable Diffusion model in diffusers layout, for tests and demos that must never
-// download a real one: `gleaner-train make-model --diffusers DIR [--sdxl] [--seed S]`.
+// A tiny random Stable Diffusion or FLUX.1 model in diffusers layout, for tests and demos that must
+// never download a real one: `gleaner-train make-model --diffusers DIR [--sdxl] [--seed S]`.
 //
 // The folder holds every file LoadDiffusersModel (diffusers_model.h) reads, as diffusers and
 // transformers write them: model_index.json; unet/ (unet::TinyConfig or TinySdxlConfig with
@@ -22,5 +22,13 @@
 namespace gleaner::train::models {
 
 Status WriteTinyDiffusersModel(const std::string& dir, bool sdxl, uint64_t seed);
+
+// A tiny random FLUX.1 model in diffusers layout (`make-model --diffusers DIR --flux`):
+// transformer/ (flux::TinyFluxConfig); vae/ (as above with 4 latent channels, FLUX's
+// shift_factor and scaling factor, no quant convs); text_encoder/ (CLIPTextModel whose hidden size
+// is the pooled projection width) and tokenizer/ as above; text_encoder_2/ (T5EncoderModel, 2
+// gated-gelu layers, d_model = joint_attention_dim) and tokenizer_2/tokenizer.json (a tiny Unigram
+// vocabulary); scheduler/ (FLUX.1-dev's FlowMatchEulerDiscreteScheduler config).
+Status WriteTinyFluxModel(const std::string& dir, uint64_t seed);
 
 }  // namespace gleaner::train::models

@@ -70,6 +70,11 @@ class UNet : public torch::nn::Module, public Denoiser {
     return forward(noisy, timesteps, cond.text, {cond.pooled, cond.time_ids});
   }
   void SetGradientCheckpointing(bool on) override { set_gradient_checkpointing(on); }
+  // Only "default": the attention projections (to_q, to_k, to_v, to_out.0).
+  Status SetLoraTargets(const std::string& targets) override {
+    if (targets == "default") return Status::Ok();
+    return Status::Invalid("lora_targets \"" + targets + "\": a UNet has only \"default\"");
+  }
   LoraAdapters LoraAdaptersFor(const TensorMap* file = nullptr) override;
   std::map<std::string, std::string> LoraFileMetadata() const override;
 

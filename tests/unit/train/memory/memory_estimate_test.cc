@@ -105,9 +105,9 @@ TEST_CASE("memory estimate: grows with what the params say, and the check names 
   const MemoryEstimate ckpt =
       EstimateMemory(Job(sd, 64), Params({{"batch_size", 8}, {"gradient_checkpointing", true}}));
   CHECK(ckpt.activations < eight.activations / 2);
-  CHECK(one.unet_weights == 859520964.0 * 4);
+  CHECK(one.denoiser_weights == 859520964.0 * 4);
   const MemoryEstimate bf16 = EstimateMemory(Job(sd, 64), Params({{"mixed_precision", "bf16"}}));
-  CHECK(bf16.unet_weights == 859520964.0 * 2);
+  CHECK(bf16.denoiser_weights == 859520964.0 * 2);
   CHECK(EstimateMemory(Job(sd, 64), Params({{"rank", 64}})).lora == 16.0 * 797184 * 16);
 
   // SD 1.5, batch 32 at 512 px on a 24 GB card: refused, naming batch_size.
