@@ -295,6 +295,11 @@ Result<LoraSdParams> LoraSdParams::Parse(const Json& params, ModelFamily family)
   }
   p.has_train_text_encoder =
       r.Bool("train_text_encoder", &p.train_text_encoder, false) && r.Has("train_text_encoder");
+  if (r.ok() && family == ModelFamily::kFlux && p.train_text_encoder) {
+    return Status::Invalid(
+        "params.train_text_encoder is not supported for FLUX models yet (LoRA trains the "
+        "transformer only)");
+  }
   p.text_encoder_lr = p.learning_rate;
   p.has_text_encoder_lr = r.Number("text_encoder_lr", &p.text_encoder_lr, false, 1e-12, 1.0) &&
                           r.Has("text_encoder_lr");

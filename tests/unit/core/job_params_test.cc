@@ -221,6 +221,10 @@ TEST_CASE("lora-sd params: each family takes its own fields", "[params]") {
   CHECK_FALSE(
       NormalizeParams("lora-sd", {{"steps", 10}, {"max_sequence_length", 513}}, ModelFamily::kFlux)
           .ok());
+  Result<Json> te =
+      NormalizeParams("lora-sd", {{"steps", 10}, {"train_text_encoder", true}}, ModelFamily::kFlux);
+  REQUIRE_FALSE(te.ok());
+  CHECK(te.status().message().find("params.train_text_encoder is not supported for FLUX") == 0);
 }
 
 TEST_CASE("lora-sd params: resolution is kept only when given, a multiple of 64", "[params]") {

@@ -206,6 +206,9 @@ Result<JobInputs> LoadJobInputs(const TrainerSpec& spec, const LoraSdParams& p,
   };
   Result<models::DiffusersModel> model = models::LoadDiffusersModel(*model_path, options);
   if (!model.ok()) return model.status();
+  if (model->flux() && p.train_text_encoder) {
+    return Status::Invalid("train_text_encoder is not supported for FLUX models yet");
+  }
   JobInputs in;
   in.config = model->denoiser_config;
   in.denoiser_weights = std::move(model->denoiser_weights);
