@@ -245,7 +245,8 @@ TEST_CASE("lora-sd: a trainer that forges its LoRA is caught by --verify agents"
                            "#!/bin/bash\n"
                            "args=()\n"
                            "while [ $# -gt 0 ]; do\n"
-                           "  if [ \"$1\" = --spec ] && grep -q '\"lora-sd\"' \"$2\"; then\n"
+                           "  if [ \"$1\" = --spec ] && [[ \"$2\" == */forger/* ]] &&\n"
+                           "     grep -q '\"lora-sd\"' \"$2\"; then\n"
                            "    sed -E 's/\"seed\":5([,}])/\"seed\":6\\1/' \"$2\" > \"$2.forged\"\n"
                            "    args+=(--spec \"$2.forged\"); shift 2; continue\n"
                            "  fi\n"
@@ -255,7 +256,9 @@ TEST_CASE("lora-sd: a trainer that forges its LoRA is caught by --verify agents"
               .ok());
   REQUIRE(::chmod(forging.c_str(), 0755) == 0);
   std::string error;
-  // The forger trains the whole job alone first.
+  // The forger trains the whole job alone first. Every agent runs the same trainer script (one
+  // reproducibility class: the trainer build is the script's digest); it forges only for the
+  // agent whose state dir is forger/ (the spec is written there).
   h::AgentProcess forger(t.tmp.path(), "forger", t.coord->url(), t.enroll, {},
                          {"--trainer", forging});
   REQUIRE(forger.Start(&error));
@@ -267,17 +270,24 @@ TEST_CASE("lora-sd: a trainer that forges its LoRA is caught by --verify agents"
   REQUIRE(forged);
   CHECK(t.dev->Get("/v1/jobs/" + t.id + "/result").status == 409);
   std::string forged_sha;
-  for (const Json& c : t.dev->Get("/v1/jobs/" + t.id + "/events").json()["checkpoints"]) {
-    for (const Json& o : c["outputs"].is_array() ? c["outputs"] : Json::array()) {
-      if (o["name"] == "lora.safetensors") forged_sha = o["sha256"];
+  auto find_forged = [&] {
+    const Json events = t.dev->Get("/v1/jobs/" + t.id + "/events").json();
+    for (const Json& c : events["checkpoints"]) {
+      if (!c["outputs"].is_array()) continue;
+      for (const Json& o : c["outputs"]) {
+        if (o["name"] == "lora.safetensors") forged_sha = o["sha256"];
+      }
     }
-  }
-  REQUIRE(!forged_sha.empty());
+    return !forged_sha.empty();
+  };
+  REQUIRE(h::WaitUntil(find_forged, h::Millis(10000), h::Millis(50)));
 
   // Honest verifiers replay its segments: the first disagrees, the second agrees with the first,
   // the forger is quarantined and the job rewound; the honest agents train it again.
-  h::AgentProcess a(t.tmp.path(), "agent-a", t.coord->url(), t.enroll, {}, {"--verify"});
-  h::AgentProcess b(t.tmp.path(), "agent-b", t.coord->url(), t.enroll, {}, {"--verify"});
+  h::AgentProcess a(t.tmp.path(), "agent-a", t.coord->url(), t.enroll, {},
+                    {"--verify", "--trainer", forging});
+  h::AgentProcess b(t.tmp.path(), "agent-b", t.coord->url(), t.enroll, {},
+                    {"--verify", "--trainer", forging});
   REQUIRE(a.Start(&error));
   REQUIRE(b.Start(&error));
   std::map<std::string, std::string> states;
