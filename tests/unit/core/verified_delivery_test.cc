@@ -117,7 +117,7 @@ TEST_CASE("verified delivery: without verification a job completes at once", "[v
   CHECK(f.env.Scalar("SELECT count(*) FROM verifications") == 0);
 }
 
-TEST_CASE("verified delivery: a forged output never leaves 'verifying'; two replays rewind it",
+TEST_CASE("verified delivery: a forged output never leaves 'verifying', two replays rewind it",
           "[verify]") {
   Fleet f;
   const std::string job = f.Submit();
