@@ -200,7 +200,11 @@ Status CheckDiffusersLayout(const std::vector<ModelFile>& files, bool sdxl) {
     tokenizers.push_back("tokenizer_2");
   }
   for (const std::string& m : models) {
-    if (!has(m + "/config.json")) missing.push_back(m + "/config.json");
+    // A FLUX transformer may be one single-file checkpoint in the original layout (its config is
+    // read from its shapes: the trainer's models/loader/diffusers_model.h).
+    if (!has(m + "/config.json") && !(flux && m == "transformer")) {
+      missing.push_back(m + "/config.json");
+    }
     if (!has_weights(m)) missing.push_back(m + "/*.safetensors");
   }
   for (const std::string& t : tokenizers) {

@@ -15,7 +15,8 @@
 // vae/config.json and weights; text_encoder/config.json and weights; tokenizer/vocab.json and
 // tokenizer/merges.txt; an SDXL folder (any text_encoder_2/ or tokenizer_2/ file, or sdxl
 // asked for) needs the same for text_encoder_2/ and tokenizer_2/. A FLUX.1 folder (any
-// transformer/ file) has transformer/config.json and weights instead of unet/, and
+// transformer/ file) has transformer/ weights (with config.json, or one single-file checkpoint
+// in the original layout) instead of unet/, and
 // text_encoder_2/ (T5) with tokenizer_2/tokenizer.json. Weights are *.safetensors (sharded or
 // not); pickle formats (.bin .ckpt .pt .pth .pkl) are refused.
 //

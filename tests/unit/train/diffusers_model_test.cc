@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "agent/train/models/flux/flux_single_file.h"
 #include "agent/train/models/loader/tiny_diffusers_model.h"
 #include "train_test_util.h"  // Catch2, via the CHECK fix-up
 
@@ -170,4 +171,49 @@ TEST_CASE("a diffusers folder with a missing or bad file is refused naming it", 
   d = fresh("no-scheduler");
   gleaner::train::testing::RemoveTree(d + "/scheduler");
   CHECK(ErrorOf(d) == d + "/scheduler/scheduler_config.json: missing");
+}
+
+// FLUX.1: the folder make-model --flux writes loads with T5 and CLIP; the same transformer as one
+// single-file checkpoint (the original layout, no config.json) loads to the same config and
+// diffusers weights; what is not such a file is refused naming it.
+TEST_CASE("a tiny FLUX folder loads, also with a single-file transformer", "[models][flux]") {
+  TempDir tmp;
+  const std::string dir = tmp / "flux";
+  REQUIRE(WriteTinyFluxModel(dir, 3).ok());
+  Result<DiffusersModel> m = LoadDiffusersModel(dir);
+  INFO((m.ok() ? "" : m.status().message()));
+  REQUIRE(m.ok());
+  CHECK(m->flux());
+  CHECK_FALSE(m->sdxl());
+  REQUIRE(m->t5.has_value());
+  REQUIRE(m->t5->model != nullptr);
+  REQUIRE(m->text.size() == 1);
+  CHECK(m->denoiser_shape().guidance);
+  const flux::FluxConfig config = std::get<flux::FluxConfig>(m->denoiser_config);
+
+  const std::string single = tmp / "flux-single";
+  REQUIRE(WriteTinyFluxModel(single, 3).ok());
+  Result<TensorMap> bfl = flux::SingleFileFromDiffusers(m->denoiser_weights, config);
+  REQUIRE(bfl.ok());
+  REQUIRE(std::remove((single + "/transformer/config.json").c_str()) == 0);
+  REQUIRE(std::remove((single + "/transformer/diffusion_pytorch_model.safetensors").c_str()) == 0);
+  REQUIRE(SaveSafetensors(single + "/transformer/flux1-tiny.safetensors", *bfl).ok());
+  Result<DiffusersModel> s = LoadDiffusersModel(single);
+  INFO((s.ok() ? "" : s.status().message()));
+  REQUIRE(s.ok());
+  CHECK(flux::FluxConfigToJson(std::get<flux::FluxConfig>(s->denoiser_config)) ==
+        flux::FluxConfigToJson(config));
+  REQUIRE(s->denoiser_weights.size() == m->denoiser_weights.size());
+  for (const auto& [k, t] : m->denoiser_weights) {
+    INFO(k);
+    REQUIRE(s->denoiser_weights.count(k));
+    CHECK(torch::equal(s->denoiser_weights.at(k), t));
+  }
+
+  REQUIRE(
+      SaveSafetensors(single + "/transformer/flux1-tiny.safetensors", {{"x", torch::zeros({2})}})
+          .ok());
+  Result<DiffusersModel> bad = LoadDiffusersModel(single);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("not a FLUX single-file checkpoint") != std::string::npos);
 }

@@ -1,5 +1,6 @@
 #include "agent/train/models/loader/diffusers_model.h"
 
+#include "agent/train/models/flux/flux_single_file.h"
 #include "shared/native/files.h"
 
 namespace gleaner::train::models {
@@ -96,6 +97,32 @@ Status BuildTextModel(const std::string& root, TextEncoderPart* part) {
   if (!m.ok()) return Named(*w, m.status());
   part->model = *m;
   return Status::Ok();
+}
+
+// FLUX: the one *.safetensors file of a transformer/ without config.json, in the original
+// single-file layout (flux1-dev.safetensors as ComfyUI and Forge hold it).
+Result<TensorMap> LoadFluxSingleFile(const std::string& dir) {
+  Result<std::vector<std::string>> names = files::ListDir(dir);
+  if (!names.ok()) return Named(dir, names.status());
+  std::vector<std::string> found;
+  for (const std::string& n : *names) {
+    if (n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0) found.push_back(n);
+  }
+  if (found.size() != 1) {
+    return Status::Invalid(dir +
+                           ": without config.json it must hold exactly one .safetensors "
+                           "file (a single-file FLUX checkpoint); found " +
+                           std::to_string(found.size()));
+  }
+  const std::string path = dir + "/" + found.front();
+  Result<TensorMap> w = LoadWeights(path);
+  if (!w.ok()) return Named(path, w.status());
+  if (!flux::IsFluxSingleFile(*w)) {
+    return Status::Invalid(path +
+                           ": not a FLUX single-file checkpoint (no img_in and "
+                           "double_blocks/single_blocks keys) and no config.json beside it");
+  }
+  return w;
 }
 
 // FLUX: text_encoder_2/config.json (T5) and tokenizer_2/tokenizer.json (the model is built later,
@@ -230,9 +257,19 @@ Result<DiffusersModel> LoadDiffusersModel(const std::string& dir,
   }
   const std::string denoiser_dir = dir + (flux ? "/transformer" : "/unet");
   GLEANER_RETURN_IF_ERROR(RequireDir(denoiser_dir));
-  Result<Json> denoiser_json = ReadJsonObject(denoiser_dir + "/config.json");
+  const bool has_config = !flux || files::Exists(denoiser_dir + "/config.json");
+  Result<Json> denoiser_json =
+      has_config ? ReadJsonObject(denoiser_dir + "/config.json") : Result<Json>(Json::object());
   if (!denoiser_json.ok()) return denoiser_json.status();
-  if (flux) {
+  TensorMap single_file;  // FLUX: a transformer/ holding one original-layout checkpoint
+  if (flux && !files::Exists(denoiser_dir + "/config.json")) {
+    Result<TensorMap> w = LoadFluxSingleFile(denoiser_dir);
+    if (!w.ok()) return w.status();
+    Result<flux::FluxConfig> c = flux::InferFluxConfig(*w);
+    if (!c.ok()) return Named(denoiser_dir, c.status());
+    m.denoiser_config = std::move(*c);
+    single_file = std::move(*w);
+  } else if (flux) {
     Result<flux::FluxConfig> c = flux::ParseFluxConfig(*denoiser_json);
     if (!c.ok()) return Named(denoiser_dir + "/config.json", c.status());
     m.denoiser_config = std::move(*c);
@@ -281,7 +318,21 @@ Result<DiffusersModel> LoadDiffusersModel(const std::string& dir,
     if (!v.ok()) return v.status();
     m.vae = *v;
   }
-  if (options.denoiser) {
+  if (options.denoiser && !single_file.empty()) {
+    Result<TensorMap> w = flux::DiffusersFromSingleFile(single_file);
+    if (!w.ok()) return Named(denoiser_dir, w.status());
+    single_file.clear();
+    GLEANER_RETURN_IF_ERROR(CatchTorch("converting the transformer weights", [&]() -> Status {
+      for (auto& [name, t] : *w) {
+        if (t.is_floating_point() && t.scalar_type() != options.denoiser_dtype &&
+            t.element_size() >= 2) {
+          t = t.to(options.denoiser_dtype);
+        }
+      }
+      return Status::Ok();
+    }));
+    m.denoiser_weights = std::move(*w);
+  } else if (options.denoiser) {
     Result<TensorMap> w = LoadDenoiserWeights(denoiser_dir, options.denoiser_dtype);
     if (!w.ok()) return w.status();
     m.denoiser_weights = std::move(*w);
