@@ -74,18 +74,7 @@ MemoryEstimate EstimateFluxMemory(const FluxMemoryJob& job, const LoraSdParams& 
         job.encoders ? 4 * double(job.vae.block_out_channels.front()) * s * s * 4 : 0;
     e.sampling = std::max(pass, decode);
   }
-  const double phase = std::max({e.activations, e.sampling, e.load_copy});
-  e.dominant = phase == e.activations ? "activations" : phase == e.sampling ? "sampling" : "load";
-  if (!job.cuda) {
-    e.runtime = kHostRuntimeBytes;
-    e.device_peak = e.runtime + e.denoiser_weights + e.lora + e.encoders + phase;
-    e.host_peak = e.device_peak;
-  } else {
-    e.runtime = kCudaRuntimeBytes;
-    e.device_peak =
-        e.runtime + e.denoiser_weights + e.lora + e.encoders + std::max(e.activations, e.sampling);
-    e.host_peak = kHostRuntimeBytes + e.load_copy + e.encoders;
-  }
+  FinishEstimate(job.cuda, &e);
   return e;
 }
 

@@ -297,42 +297,42 @@ MemoryEstimate EstimateMemory(const MemoryJob& job, const LoraSdParams& params) 
   }
   e.sampling = std::max(e.sampling, encode);
 
-  // The peak: fixed parts plus the largest of the phases that come one after another.
-  const double phase = std::max({e.activations, e.sampling, e.load_copy});
-  if (phase == e.activations) {
-    e.dominant = "activations";
-  } else if (phase == e.sampling) {
-    e.dominant = "sampling";
-  } else {
-    e.dominant = "load";
-  }
-  if (!job.cuda) {
-    e.runtime = kHostRuntimeBytes;
-    e.device_peak = e.runtime + e.denoiser_weights + e.lora + e.encoders + phase;
-    e.host_peak = e.device_peak;
-  } else {
-    // The host reads the weights and holds the encoders until they move; the GPU trains.
-    e.runtime = kCudaRuntimeBytes;
-    e.device_peak =
-        e.runtime + e.denoiser_weights + e.lora + e.encoders + std::max(e.activations, e.sampling);
-    e.host_peak = kHostRuntimeBytes + e.load_copy + e.encoders;
-  }
+  FinishEstimate(job.cuda, &e);
   return e;
 }
 
-Status CheckMemory(const MemoryEstimate& e, const MemoryJob& job, const LoraSdParams& params,
+void FinishEstimate(bool cuda, MemoryEstimate* e) {
+  // The peak: fixed parts plus the largest of the phases that come one after another.
+  const double phase = std::max({e->activations, e->sampling, e->load_copy});
+  e->dominant = phase == e->activations ? "activations"
+                : phase == e->sampling  ? "sampling"
+                                        : "load";
+  if (!cuda) {
+    e->runtime = kHostRuntimeBytes;
+    e->device_peak = e->runtime + e->denoiser_weights + e->lora + e->encoders + phase;
+    e->host_peak = e->device_peak;
+  } else {
+    // The host reads the weights and holds the encoders until they move; the GPU trains.
+    e->runtime = kCudaRuntimeBytes;
+    e->device_peak = e->runtime + e->denoiser_weights + e->lora + e->encoders +
+                     std::max(e->activations, e->sampling);
+    e->host_peak = kHostRuntimeBytes + e->load_copy + e->encoders;
+  }
+}
+
+Status CheckMemory(const MemoryEstimate& e, bool cuda, const LoraSdParams& params,
                    int64_t host_budget_bytes, int64_t device_budget_bytes) {
   auto over = [](double need, int64_t budget) {
     return budget > 0 && need * kMemoryCheckMargin > double(budget);
   };
-  const bool device_over = job.cuda && over(e.device_peak, device_budget_bytes);
+  const bool device_over = cuda && over(e.device_peak, device_budget_bytes);
   const bool host_over = over(e.host_peak, host_budget_bytes);
   if (!device_over && !host_over) return Status::Ok();
   const double need = device_over ? e.device_peak : e.host_peak;
   const double have = double(device_over ? device_budget_bytes : host_budget_bytes);
   const char* what = device_over ? "VRAM" : "RAM";
   std::string advice;
-  if (e.dominant == "activations" && device_over == job.cuda) {
+  if (e.dominant == "activations" && device_over == cuda) {
     if (params.batch_size > 1) {
       advice = "lower batch_size (" + std::to_string(params.batch_size) + ")";
       if (!params.gradient_checkpointing) advice += " or set gradient_checkpointing";
@@ -348,7 +348,7 @@ Status CheckMemory(const MemoryEstimate& e, const MemoryJob& job, const LoraSdPa
              std::to_string(params.samples.value("sample_resolution", int64_t(0))) + ")";
   } else if (e.lora > e.denoiser_weights && params.rank > 1) {
     advice = "lower rank (" + std::to_string(params.rank) + ")";
-  } else if (params.mixed_precision == "no" && job.cuda) {
+  } else if (params.mixed_precision == "no" && cuda) {
     advice = "set mixed_precision (bf16 or fp16)";
   } else {
     advice = "this base model is too large for this node";

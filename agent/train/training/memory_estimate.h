@@ -89,7 +89,11 @@ constexpr double kMemoryCheckMargin = 1.10;
 // Ok when the estimate fits; otherwise InvalidArgument (the job's input: exit 2) with one line:
 // "needs about X GiB of VRAM (N GiB available): lower batch_size (8)". A budget of 0 bytes means
 // unknown and passes.
-Status CheckMemory(const MemoryEstimate& e, const MemoryJob& job, const LoraSdParams& params,
+Status CheckMemory(const MemoryEstimate& e, bool cuda, const LoraSdParams& params,
                    int64_t host_budget_bytes, int64_t device_budget_bytes);
+
+// Fills e's runtime, peaks and dominant part from its other parts (the rule above; every
+// family's estimate ends with it).
+void FinishEstimate(bool cuda, MemoryEstimate* e);
 
 }  // namespace gleaner::train::training

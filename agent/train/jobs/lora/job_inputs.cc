@@ -34,28 +34,39 @@ Result<UNetConfig> SpecConfig(const TrainerSpec& spec) {
   return ParseUNetConfig(*j);
 }
 
-// The memory check (memory_estimate.h): the estimate goes to stderr for the node's log; a job
-// over the budget fails here, before anything large is read or built.
-Status CheckJobMemory(MemoryJob job, const LoraSdParams& p) {
-  job.cuda = torch::cuda::is_available();
-  // Only CUDA's fused kernels skip the B·heads·L² scores (attention.h).
-  job.fused_attention = job.cuda && std::string(AutoAttentionKernelName()) == "fused";
-  const MemoryEstimate e = EstimateMemory(job, p);
+// Where this trainer runs and whether its attention kernel skips the B·heads·L² scores (only
+// CUDA's fused kernels do: attention.h).
+bool OnCuda() {
+  return torch::cuda::is_available();
+}
+bool FusedAttention() {
+  return OnCuda() && std::string(AutoAttentionKernelName()) == "fused";
+}
+
+// The memory check (memory_estimate.h) of an estimate: it goes to stderr for the node's log; a
+// job over the budget fails here, before anything large is read or built.
+Status CheckEstimate(const MemoryEstimate& e, bool cuda, const LoraSdParams& p) {
   const MemoryBudget budget = ReadMemoryBudget();
   constexpr double kMiB = 1024.0 * 1024.0;
   std::fprintf(stderr,
                "lora-sd: memory estimate %.0f MiB%s (weights %.0f, lora %.0f, activations %.0f, "
                "encoders %.0f, sampling %.0f), host %.0f MiB; budget RAM %.0f MiB, VRAM %.0f "
                "MiB\n",
-               e.device_peak / kMiB, job.cuda ? " on the GPU" : "", e.denoiser_weights / kMiB,
+               e.device_peak / kMiB, cuda ? " on the GPU" : "", e.denoiser_weights / kMiB,
                e.lora / kMiB, e.activations / kMiB, e.encoders / kMiB, e.sampling / kMiB,
                e.host_peak / kMiB, double(budget.host_bytes) / kMiB,
                double(budget.device_bytes) / kMiB);
-  return CheckMemory(e, job, p, budget.host_bytes, budget.device_bytes);
+  return CheckMemory(e, cuda, p, budget.host_bytes, budget.device_bytes);
 }
 
-// FLUX (flux_memory_estimate.h): checked once the configs are read, at the model's native size
-// (the photos are resized to it: image_dataset.h).
+Status CheckJobMemory(MemoryJob job, const LoraSdParams& p) {
+  job.cuda = OnCuda();
+  job.fused_attention = FusedAttention();
+  return CheckEstimate(EstimateMemory(job, p), job.cuda, p);
+}
+
+// FLUX (flux_memory_estimate.h): checked once the configs are read, at the training size (the
+// photos are resized to it: image_dataset.h).
 Status CheckFluxJobMemory(const models::DiffusersModel& m, const LoraSdParams& p, bool images) {
   FluxMemoryJob job;
   job.transformer = std::get<flux::FluxConfig>(m.denoiser_config);
@@ -70,22 +81,9 @@ Status CheckFluxJobMemory(const models::DiffusersModel& m, const LoraSdParams& p
   if (m.t5) job.t5 = m.t5->config;
   if (!m.text.empty()) job.clip = m.text.front().config;
   job.vae = m.vae_config;
-  job.cuda = torch::cuda::is_available();
-  job.fused_attention = job.cuda && std::string(AutoAttentionKernelName()) == "fused";
-  const MemoryEstimate e = EstimateFluxMemory(job, p);
-  const MemoryBudget budget = ReadMemoryBudget();
-  constexpr double kMiB = 1024.0 * 1024.0;
-  std::fprintf(stderr,
-               "lora-sd: memory estimate %.0f MiB%s (transformer %.0f, lora %.0f, activations "
-               "%.0f, encoders %.0f, sampling %.0f), host %.0f MiB; budget RAM %.0f MiB, VRAM "
-               "%.0f MiB\n",
-               e.device_peak / kMiB, job.cuda ? " on the GPU" : "", e.denoiser_weights / kMiB,
-               e.lora / kMiB, e.activations / kMiB, e.encoders / kMiB, e.sampling / kMiB,
-               e.host_peak / kMiB, double(budget.host_bytes) / kMiB,
-               double(budget.device_bytes) / kMiB);
-  MemoryJob check;
-  check.cuda = job.cuda;
-  return CheckMemory(e, check, p, budget.host_bytes, budget.device_bytes);
+  job.cuda = OnCuda();
+  job.fused_attention = FusedAttention();
+  return CheckEstimate(EstimateFluxMemory(job, p), job.cuda, p);
 }
 
 // The check for a latent dataset, with its real latent and caption sizes.

@@ -114,7 +114,7 @@ TEST_CASE("memory estimate: grows with what the params say, and the check names 
   MemoryJob cuda = Job(sd, 64);
   cuda.cuda = true;
   LoraSdParams big = Params({{"batch_size", 32}, {"mixed_precision", "fp16"}});
-  Status s = CheckMemory(EstimateMemory(cuda, big), cuda, big, 64 * kGiB, 24 * kGiB);
+  Status s = CheckMemory(EstimateMemory(cuda, big), cuda.cuda, big, 64 * kGiB, 24 * kGiB);
   REQUIRE(!s.ok());
   CHECK(s.code() == Code::kInvalidArgument);
   CHECK(s.message().find("VRAM") != std::string::npos);
@@ -123,7 +123,7 @@ TEST_CASE("memory estimate: grows with what the params say, and the check names 
   CHECK(s.message().find('\n') == std::string::npos);
   // Batch 1 with checkpointing fits the same card.
   LoraSdParams small = Params({{"mixed_precision", "fp16"}, {"gradient_checkpointing", true}});
-  CHECK(CheckMemory(EstimateMemory(cuda, small), cuda, small, 64 * kGiB, 24 * kGiB).ok());
+  CHECK(CheckMemory(EstimateMemory(cuda, small), cuda.cuda, small, 64 * kGiB, 24 * kGiB).ok());
   // Samples at 2048 px with the explicit kernel: the sample size is what to lower.
   MemoryJob samples = cuda;
   samples.has_vae = true;
@@ -132,20 +132,20 @@ TEST_CASE("memory estimate: grows with what the params say, and the check names 
                                  {"gradient_checkpointing", true},
                                  {"sample_prompts", {"a photo"}},
                                  {"sample_resolution", 2048}});
-  s = CheckMemory(EstimateMemory(samples, sampled), samples, sampled, 64 * kGiB, 24 * kGiB);
+  s = CheckMemory(EstimateMemory(samples, sampled), samples.cuda, sampled, 64 * kGiB, 24 * kGiB);
   REQUIRE(!s.ok());
   CHECK(s.message().find("lower sample_resolution (2048)") != std::string::npos);
   // On the CPU the host budget decides; unknown budgets (0) pass.
   MemoryJob cpu = Job(sd, 64);
-  s = CheckMemory(EstimateMemory(cpu, big), cpu, big, 8 * kGiB, 0);
+  s = CheckMemory(EstimateMemory(cpu, big), cpu.cuda, big, 8 * kGiB, 0);
   REQUIRE(!s.ok());
   CHECK(s.message().find("of RAM") != std::string::npos);
-  CHECK(CheckMemory(EstimateMemory(cpu, big), cpu, big, 0, 0).ok());
+  CHECK(CheckMemory(EstimateMemory(cpu, big), cpu.cuda, big, 0, 0).ok());
   // The tiny test models fit in 512 MiB (300 MiB of it the process itself).
   LoraSdParams tiny = Params({{"batch_size", 4}});
   for (const UNetConfig& c : {TinyConfig(), TinySdxlConfig()}) {
     MemoryJob j = Job(c, 8);
-    CHECK(CheckMemory(EstimateMemory(j, tiny), j, tiny, 512 << 20, 0).ok());
+    CHECK(CheckMemory(EstimateMemory(j, tiny), j.cuda, tiny, 512 << 20, 0).ok());
   }
 }
 
