@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 
+#include "agent/train/commands/forward_output.h"
 #include "agent/train/denoiser/denoiser_lora.h"
 #include "agent/train/models/flux/flux_denoiser.h"
 #include "agent/train/models/flux/flux_single_file.h"
@@ -90,20 +91,7 @@ Status RunFluxForward(const FluxForwardArgs& a) {
                        cfg->guidance_embeds ? in("guidance") : torch::Tensor())
               .to(torch::kFloat32);
     }
-    std::map<std::string, std::string> meta;
-    TensorMap out;
-    if (r.defined()) {
-      if (r.sizes() != y.sizes()) return Status::Invalid("R must have the output's shape");
-      torch::Tensor loss = (y * r.to(device, torch::kFloat32)).sum();
-      loss.backward();
-      out = lora.PeftGradients();
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%.9g", loss.item<double>());
-      meta["loss_value"] = buf;
-    }
-    out["sample"] = y.detach();
-    for (auto& [name, tensor] : out) tensor = tensor.to(torch::kCPU, torch::kFloat32);
-    return SaveSafetensors(a.out, out, meta);
+    return WriteForwardOutput(y, r, lora, a.out);
   });
 }
 

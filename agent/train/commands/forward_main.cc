@@ -27,6 +27,7 @@
 #include "agent/protocol/trainer_protocol.h"
 #include "agent/train/commands/commands.h"
 #include "agent/train/commands/flux_forward.h"
+#include "agent/train/commands/forward_output.h"
 #include "agent/train/denoiser/denoiser_lora.h"
 #include "agent/train/models/flux/flux_config.h"
 #include "agent/train/models/loader/tiny_diffusers_model.h"
@@ -133,20 +134,7 @@ Status RunForward(const ForwardArgs& a) {
       torch::AutoGradMode grad_mode(r.defined());
       y = unet.forward(sample, t, ctx, added).to(torch::kFloat32);
     }
-    std::map<std::string, std::string> meta;
-    TensorMap out;
-    if (r.defined()) {
-      if (r.sizes() != y.sizes()) return Status::Invalid("R must have the output's shape");
-      torch::Tensor loss = (y * r.to(device, torch::kFloat32)).sum();
-      loss.backward();
-      out = lora.PeftGradients();
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%.9g", loss.item<double>());
-      meta["loss_value"] = buf;
-    }
-    out["sample"] = y.detach();
-    for (auto& [name, tensor] : out) tensor = tensor.to(torch::kCPU, torch::kFloat32);
-    return SaveSafetensors(a.out, out, meta);
+    return WriteForwardOutput(y, r, lora, a.out);
   });
 }
 
